@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * cli.h - what the zarray CLI's commands share: global options, exit
+ * codes, size parsing and printing, and a minimal JSON writer.
+ *
+ * Data goes to stdout, messages to stderr. Exit codes are stable:
+ * ZA_EXIT_OK, ZA_EXIT_FAIL (the command failed), ZA_EXIT_USAGE (bad
+ * command line). `zarray status --test` has its own, mdadm-like codes.
+ */
+#ifndef ZA_CLI_H
+#define ZA_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum {
+	ZA_EXIT_OK = 0,
+	ZA_EXIT_FAIL = 1,
+	ZA_EXIT_USAGE = 2,
+};
+
+struct za_cli {
+	const char *socket_path;
+	bool json;
+	int verbose;
+};
+
+/* Commands: argv[0] is the command's name. Return an exit code. */
+int za_cmd_zones(struct za_cli *cli, int argc, char **argv);
+int za_cmd_emu(struct za_cli *cli, int argc, char **argv);
+
+/*
+ * Parse a size: digits with an optional binary suffix K, M, G, T, P
+ * (also KiB/KB/k...; all powers of 1024) or B. Rejects empty strings,
+ * garbage, fractions that do not land on a byte, and overflow.
+ */
+int za_parse_size(const char *s, uint64_t *out);
+/* Parse an unsigned decimal integer up to @max. */
+int za_parse_uint(const char *s, uint64_t max, uint64_t *out);
+/* "1.5 GiB"-style, into @buf. */
+const char *za_fmt_size(uint64_t bytes, char *buf, size_t len);
+
+/* JSON string with escapes, quotes included. */
+void za_json_str(FILE *f, const char *s);
+
+void za_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif /* ZA_CLI_H */

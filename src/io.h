@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * io.h - the event context every device and service runs on.
+ *
+ * A struct za_io owns one libev loop (borrowed or created), one io_uring
+ * (created on first use, so contexts that only drive emulated drives never
+ * pay for it), the eventfd that wakes the loop when completions arrive, and
+ * two queues of deferred callbacks: "ready" (run on the next loop iteration)
+ * and "timed" (run at a monotonic deadline, for the emulated drives'
+ * performance model and for injected latency).
+ *
+ * It does not know what a device or a request is: backends embed a
+ * struct za_io_defer or a struct za_io_cqe_handler in their own requests.
+ * Everything here runs on the loop's thread; nothing is thread-safe.
+ */
+#ifndef ZA_IO_H
+#define ZA_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ev_loop;
+struct io_uring;
+struct io_uring_sqe;
+struct io_uring_cqe;
+struct za_io;
+
+/* A callback deferred to a later loop iteration or to a deadline. */
+struct za_io_defer {
+	void (*fn)(struct za_io_defer *d);
+	struct za_io_defer *next; /* ready list */
+	uint64_t when_ns; /* timed heap key (CLOCK_MONOTONIC) */
+	uint64_t seq; /* FIFO order among equal deadlines */
+};
+
+/*
+ * Embedded in a backend's request; its address is the SQE's user_data.
+ * fn runs on the loop thread for each CQE carrying that user_data.
+ */
+struct za_io_cqe_handler {
+	void (*fn)(struct za_io_cqe_handler *h, const struct io_uring_cqe *cqe);
+};
+
+/* Ring flags a backend may need (passed to za_io_ring_setup()). */
+#define ZA_IO_RING_BIG (1u << 0) /* SQE128 | CQE32, for NVMe passthrough */
+
+/*
+ * Create a context on @loop (NULL: a new private loop that za_io_free()
+ * destroys). Returns 0 or -errno.
+ */
+int za_io_new(struct ev_loop *loop, struct za_io **out);
+void za_io_free(struct za_io *io);
+struct ev_loop *za_io_loop(struct za_io *io);
+
+/* Monotonic time in nanoseconds. */
+uint64_t za_io_now_ns(void);
+
+/* Run @d->fn on a later loop iteration (never from inside this call). */
+void za_io_defer(struct za_io *io, struct za_io_defer *d);
+/* Run @d->fn once the monotonic clock reaches @when_ns. */
+void za_io_defer_at(struct za_io *io, struct za_io_defer *d, uint64_t when_ns);
+
+/*
+ * io_uring access. za_io_ring_setup() creates the ring if needed (with
+ * ZA_IO_RING_BIG if any caller asked for it before creation; asking for BIG
+ * after a small ring exists returns -EBUSY). za_io_get_sqe() returns a free
+ * SQE, submitting queued ones first if the ring is full; NULL only if the
+ * ring cannot be set up. Queued SQEs are submitted before the loop blocks.
+ */
+int za_io_ring_setup(struct za_io *io, unsigned flags);
+struct io_uring_sqe *za_io_get_sqe(struct za_io *io);
+bool za_io_ring_big(struct za_io *io);
+
+/*
+ * Run the loop until *@done becomes true (for tests, tools and synchronous
+ * wrappers). Returns 0, or -ETIMEDOUT if @timeout_ns (0 = none) passes first.
+ */
+int za_io_run_until(struct za_io *io, const bool *done, uint64_t timeout_ns);
+/* Run one loop iteration, blocking if nothing is pending. */
+void za_io_run_once(struct za_io *io);
+
+#endif /* ZA_IO_H */

@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test-emu.c - the emulated drive: geometries from a table, the volatile
+ * cache and power cuts (sequential and conventional zones), cache
+ * write-back when full, persistence across reopen, open/active limits,
+ * the performance model's lower bound, and refusal of corrupted,
+ * truncated or foreign files with a clear error instead of a crash.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "byteorder.h"
+#include "crc.h"
+#include "emu-util.h"
+#include "log.h"
+
+static const struct egeo {
+	enum za_dev_model model;
+	uint64_t size, zsize, zcap;
+	int conv;
+} egeos[] = {
+	{ ZA_DEV_MODEL_HM_SMR, 16 << 20, 1 << 20, 0, 2 },
+	{ ZA_DEV_MODEL_HM_SMR, 64 << 20, 4 << 20, 0, 0 },
+	{ ZA_DEV_MODEL_ZNS, 16 << 20, 1 << 20, 768 << 10, 0 },
+	{ ZA_DEV_MODEL_ZNS, 40 << 20, 2 << 20, 2 << 20, 1 },
+	{ ZA_DEV_MODEL_HM_SMR, (16 << 20) + (512 << 10), 1 << 20, 0, 3 },
+};
+
+START_TEST(test_geometry)
+{
+	const struct egeo *g = &egeos[_i];
+	struct za_emu_params p;
+	struct tdrive t;
+	struct za_zone *zones;
+	unsigned nr, i;
+
+	za_emu_params_default(&p, g->model);
+	p.size_bytes = g->size;
+	p.zone_size_bytes = g->zsize;
+	p.zone_cap_bytes = g->zcap;
+	p.nr_conv_zones = g->conv;
+	tdrive_make(&t, &p);
+	ck_assert_uint_eq(t.dev->caps.nr_zones, g->size / g->zsize);
+	ck_assert_uint_eq(t.dev->caps.capacity_bytes,
+			  g->size / g->zsize * g->zsize);
+	ck_assert_uint_eq(t.dev->caps.nr_conv_zones, (unsigned)g->conv);
+	ck_assert_uint_eq(t.dev->caps.zone_cap_bytes,
+			  g->zcap ? g->zcap : g->zsize);
+	ck_assert_int_eq(t.dev->caps.native_append,
+			 g->model == ZA_DEV_MODEL_ZNS);
+	ck_assert_int_eq(za_dev_report_all(t.dev, &zones, &nr), 0);
+	ck_assert_uint_eq(nr, t.dev->caps.nr_zones);
+	for (i = 0; i < nr; i++) {
+		ck_assert_uint_eq(zones[i].start_bytes, (uint64_t)i * g->zsize);
+		ck_assert_int_eq(zones[i].type, (int)i < g->conv ?
+							ZA_ZONE_TYPE_CNV :
+							ZA_ZONE_TYPE_SWR);
+		ck_assert_int_eq(zones[i].cond, (int)i < g->conv ?
+							ZA_ZONE_COND_NOT_WP :
+							ZA_ZONE_COND_EMPTY);
+	}
+	free(zones);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_bad_params)
+{
+	struct za_emu_params p;
+	char path[] = "/tmp/za-unit-bad-XXXXXX";
+	int fd = mkstemp(path);
+
+	close(fd);
+	za_log_set_sink(NULL);
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.zone_cap_bytes = p.zone_size_bytes + BLK;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
+	p.zone_size_bytes = 1000;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
+	p.size_bytes = p.zone_size_bytes - 1;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
+	p.size_bytes = 4 * p.zone_size_bytes;
+	p.nr_conv_zones = 4;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.max_open_zones = 20;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	/* An existing file is kept unless forced. */
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.size_bytes = 1 << 30;
+	ck_assert_int_eq(za_emu_create(path, &p, false), -EEXIST);
+	ck_assert_int_eq(za_emu_create(path, &p, true), 0);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_powercut_sequential)
+{
+	struct tdrive t;
+	uint8_t *w = talloc(8 * BLK), *r = talloc(8 * BLK);
+	uint64_t z5 = 5ull << 20, z6 = 6ull << 20;
+	struct za_zone zone;
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	tfill(w, 8 * BLK, 1);
+	/* z5: 4 blocks flushed, then 4 not. z6: 2 blocks, never flushed. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z5, w, 4 * BLK), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_FLUSH, 0, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z5 + 4 * BLK, w + 4 * BLK,
+			     4 * BLK),
+			 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z6, w, 2 * BLK), 0);
+	/* Before the cut everything reads back. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, z5, r, 8 * BLK), 0);
+	ck_assert_mem_eq(r, w, 8 * BLK);
+
+	ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+	zone = tzone(t.dev, 5);
+	ck_assert_uint_eq(zone.wp_bytes, z5 + 4 * BLK);
+	ck_assert_int_eq(zone.cond, ZA_ZONE_COND_CLOSED);
+	zone = tzone(t.dev, 6);
+	ck_assert_uint_eq(zone.wp_bytes, z6);
+	ck_assert_int_eq(zone.cond, ZA_ZONE_COND_EMPTY);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, z5, r, 4 * BLK), 0);
+	ck_assert_mem_eq(r, w, 4 * BLK);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, z5, r, 5 * BLK), -ENODATA);
+	/* The lost range is writable again, at the rolled-back pointer. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z5 + 4 * BLK, w, BLK), 0);
+	/* And the cut survives a reopen (it is on "disk"). */
+	ck_assert_int_eq(tdrive_reopen(&t), 0);
+	zone = tzone(t.dev, 5);
+	ck_assert_uint_eq(zone.wp_bytes, z5 + 5 * BLK);
+	free(w);
+	free(r);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_powercut_conventional)
+{
+	struct tdrive t;
+	uint8_t *a = talloc(4 * BLK), *b = talloc(4 * BLK),
+		*r = talloc(4 * BLK);
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	tfill(a, 4 * BLK, 10);
+	tfill(b, 4 * BLK, 20);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 8 * BLK, a, 4 * BLK), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_FLUSH, 0, NULL, 0), 0);
+	/* Overwrite twice without a flush: the cut must restore "a". */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 8 * BLK, b, 4 * BLK), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 9 * BLK, b, 2 * BLK), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, 9 * BLK, r, 2 * BLK), 0);
+	ck_assert_mem_eq(r, b, 2 * BLK);
+	/* The cut is simulated in a new process's view: close and reopen. */
+	ck_assert_int_eq(tdrive_reopen(&t), 0);
+	ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, 8 * BLK, r, 4 * BLK), 0);
+	ck_assert_mem_eq(r, a, 4 * BLK);
+	/* A never-written block comes back as zeroes. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 100 * BLK, b, BLK), 0);
+	ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_READ, 100 * BLK, r, BLK), 0);
+	memset(a, 0, BLK);
+	ck_assert_mem_eq(r, a, BLK);
+	free(a);
+	free(b);
+	free(r);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_cache_writeback_when_full)
+{
+	struct tdrive t;
+	/* the small drive has a 256 KiB cache: 320 KiB must write back */
+	uint64_t len = 64 << 10, z = 4ull << 20, off;
+	uint8_t *w = talloc(len);
+	struct za_zone zone;
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	for (off = 0; off < 5 * len; off += len) {
+		tfill(w, len, (uint8_t)off);
+		ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z + off, w, len),
+				 0);
+	}
+	ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+	zone = tzone(t.dev, 4);
+	/* Something was written back; not everything survived. */
+	ck_assert_uint_gt(zone.wp_bytes, z);
+	ck_assert_uint_lt(zone.wp_bytes, z + 5 * len);
+	free(w);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_write_through)
+{
+	struct za_emu_params p;
+	struct tdrive t;
+	uint8_t *w = talloc(BLK);
+
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.size_bytes = 8 << 20;
+	p.zone_size_bytes = 1 << 20;
+	p.zone_cap_bytes = 0;
+	p.cache_bytes = 0;
+	tdrive_make(&t, &p);
+	ck_assert(!t.dev->caps.volatile_cache);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 1 << 20, w, BLK), 0);
+	ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+	ck_assert_uint_eq(tzone(t.dev, 1).wp_bytes, (1 << 20) + BLK);
+	free(w);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_limits)
+{
+	struct za_emu_params p;
+	struct tdrive t;
+	uint8_t *w = talloc(BLK);
+	uint64_t zs = 1 << 20;
+
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.size_bytes = 8 * zs;
+	p.zone_size_bytes = zs;
+	p.zone_cap_bytes = 0;
+	p.max_open_zones = 2;
+	p.max_active_zones = 3;
+	tdrive_make(&t, &p);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 0 * zs, w, BLK), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 1 * zs, w, BLK), 0);
+	/* A third open: the drive closes the least recently used zone 0. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 2 * zs, w, BLK), 0);
+	ck_assert_int_eq(tzone(t.dev, 0).cond, ZA_ZONE_COND_CLOSED);
+	/* A fourth active zone is refused. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 3 * zs, w, BLK),
+			 -EOVERFLOW);
+	/* Closed zones stay active: writing one reopens it. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 0 * zs + BLK, w, BLK), 0);
+	/* Finish releases an active slot. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_FINISH, 1 * zs, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 3 * zs, w, BLK), 0);
+	/* Explicit opens are not closed behind the host's back. */
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_RESET, 0, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_RESET, 2 * zs, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_RESET, 3 * zs, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_OPEN_ZONE, 4 * zs, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_OPEN_ZONE, 5 * zs, NULL, 0), 0);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 6 * zs, w, BLK),
+			 -ETOOMANYREFS);
+	/* Conditions and counts survive a reopen. */
+	ck_assert_int_eq(tdrive_reopen(&t), 0);
+	ck_assert_int_eq(tzone(t.dev, 4).cond, ZA_ZONE_COND_EXP_OPEN);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, 6 * zs, w, BLK),
+			 -ETOOMANYREFS);
+	free(w);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_perf_model)
+{
+	struct tdrive t;
+	uint8_t *w = talloc(1 << 20);
+	uint64_t t0, z = 4ull << 20;
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	/* 1 MiB at 50 MB/s takes at least 20 ms, plus 2 x 1 ms latency. */
+	ck_assert_int_eq(za_emu_set_perf(t.dev, 50000000, 1000000, 0), 0);
+	t0 = za_io_now_ns();
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z, w, 512 << 10), 0);
+	ck_assert_int_eq(
+		tio(t.dev, ZA_DEV_OP_WRITE, z + (512 << 10), w, 512 << 10), 0);
+	ck_assert_uint_ge(za_io_now_ns() - t0, 22000000ull);
+	free(w);
+	tdrive_free(&t);
+}
+END_TEST
+
+START_TEST(test_double_open)
+{
+	struct tdrive t;
+	struct za_dev *second;
+
+	tdrive_small(&t, ZA_DEV_MODEL_ZNS);
+	ck_assert_int_eq(za_dev_open(t.io, t.path, 0, &second), -EBUSY);
+	ck_assert_int_eq(za_dev_open(t.io, t.path, ZA_DEV_OPEN_RDONLY, &second),
+			 0);
+	za_dev_close(second);
+	tdrive_free(&t);
+}
+END_TEST
+
+/* Corrupt byte @off of the file (xor 0x40) and expect open to fail. */
+static void corrupt_and_open(struct tdrive *t, off_t off, int want)
+{
+	struct za_dev *dev = NULL;
+	uint8_t b;
+	int fd = open(t->path, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	ck_assert_int_eq(za_dev_open(t->io, t->path, 0, &dev), want);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+	ck_assert_int_eq(za_dev_open(t->io, t->path, 0, &dev), 0);
+	za_dev_close(dev);
+}
+
+static void quiet(enum za_log_level l, const char *msg)
+{
+	(void)l;
+	(void)msg;
+}
+
+START_TEST(test_corrupt_files)
+{
+	struct tdrive t;
+	struct za_dev *dev = NULL;
+	struct stat st;
+	uint8_t hdr[4096];
+	off_t off;
+	int fd;
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	za_dev_close(t.dev);
+	t.dev = NULL;
+	za_log_set_sink(quiet);
+	/* Every header byte that is covered by the CRC. */
+	for (off = 8; off < 200; off += 7)
+		corrupt_and_open(&t, off, -EUCLEAN);
+	corrupt_and_open(&t, 4092, -EUCLEAN);
+	/* Bad magic: not recognised as an emulated drive at all. */
+	corrupt_and_open(&t, 0, -EMEDIUMTYPE);
+	/* A zone table entry. */
+	corrupt_and_open(&t, 4096 + 3 * 32 + 1, -EUCLEAN);
+
+	/* Version from the future, with a valid CRC. */
+	fd = open(t.path, O_RDWR);
+	ck_assert_int_eq(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	za_put_le32(hdr + 8, 99);
+	za_put_le32(hdr + 4092, za_crc32c(hdr, 4092));
+	ck_assert_int_eq(pwrite(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	ck_assert_int_eq(za_dev_open(t.io, t.path, 0, &dev), -EPROTONOSUPPORT);
+	/* A write pointer beyond the zone, with a valid entry CRC. */
+	za_put_le32(hdr + 8, 1);
+	za_put_le32(hdr + 4092, za_crc32c(hdr, 4092));
+	ck_assert_int_eq(pwrite(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+	{
+		uint8_t z[32] = { 0 };
+
+		za_put_le64(z, 2ull << 20);
+		z[16] = ZA_ZONE_COND_CLOSED;
+		za_put_le32(z + 28, za_crc32c(z, 28));
+		ck_assert_int_eq(pwrite(fd, z, 32, 4096 + 5 * 32), 32);
+		ck_assert_int_eq(za_dev_open(t.io, t.path, 0, &dev), -EUCLEAN);
+	}
+	/* Truncated. */
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(ftruncate(fd, st.st_size / 2), 0);
+	ck_assert_int_eq(za_dev_open(t.io, t.path, 0, &dev), -EUCLEAN);
+	ck_assert_int_eq(ftruncate(fd, 100), 0);
+	ck_assert_int_eq(za_dev_open(t.io, t.path, 0, &dev), -EUCLEAN);
+	close(fd);
+	za_log_set_sink(NULL);
+	tdrive_free(&t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("emu");
+	TCase *tc = tcase_create("emu");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_geometry, 0,
+			    sizeof(egeos) / sizeof(egeos[0]));
+	tcase_add_test(tc, test_bad_params);
+	tcase_add_test(tc, test_powercut_sequential);
+	tcase_add_test(tc, test_powercut_conventional);
+	tcase_add_test(tc, test_cache_writeback_when_full);
+	tcase_add_test(tc, test_write_through);
+	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_perf_model);
+	tcase_add_test(tc, test_double_open);
+	tcase_add_test(tc, test_corrupt_files);
+	suite_add_tcase(s, tc);
+	return trun(s);
+}

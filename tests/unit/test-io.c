@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test-io.c - the event context: deferred callbacks run later and in
+ * order, timed ones by deadline, deferrals from a callback wait for the
+ * next iteration, timeouts are reported, and io_uring completions reach
+ * their handler through the eventfd.
+ */
+#include <check.h>
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+
+#include "io.h"
+
+struct rec {
+	struct za_io_defer d;
+	int id;
+	int *log;
+	int *n;
+	struct za_io *io;
+	struct rec *chain;
+};
+
+static void rec_fn(struct za_io_defer *d)
+{
+	struct rec *r = (struct rec *)d;
+
+	r->log[(*r->n)++] = r->id;
+	if (r->chain)
+		za_io_defer(r->io, &r->chain->d);
+}
+
+START_TEST(test_defer_fifo)
+{
+	struct za_io *io;
+	struct rec r[5];
+	int log[8], n = 0, i;
+	bool done = false;
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	for (i = 0; i < 5; i++) {
+		r[i] = (struct rec){
+			.d.fn = rec_fn, .id = i, .log = log, .n = &n, .io = io
+		};
+		za_io_defer(io, &r[i].d);
+	}
+	ck_assert_int_eq(n, 0); /* nothing runs inside za_io_defer() */
+	ck_assert_int_eq(za_io_run_until(io, &done, 50000000ull), -ETIMEDOUT);
+	ck_assert_int_eq(n, 5);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(log[i], i);
+	za_io_free(io);
+}
+END_TEST
+
+START_TEST(test_defer_chain)
+{
+	struct za_io *io;
+	struct rec a, b;
+	int log[4], n = 0;
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	b = (struct rec){ .d.fn = rec_fn, .id = 2, .log = log, .n = &n };
+	a = (struct rec){ .d.fn = rec_fn,
+			  .id = 1,
+			  .log = log,
+			  .n = &n,
+			  .io = io,
+			  .chain = &b };
+	za_io_defer(io, &a.d);
+	za_io_run_once(io);
+	ck_assert_int_eq(n, 1); /* b waits for the next iteration */
+	za_io_run_once(io);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(log[1], 2);
+	za_io_free(io);
+}
+END_TEST
+
+START_TEST(test_defer_at_order)
+{
+	struct za_io *io;
+	struct rec r[4];
+	int log[4], n = 0;
+	uint64_t now = za_io_now_ns(), t0;
+	static const int delay_ms[4] = { 30, 10, 20, 10 };
+	int i;
+	bool done = false;
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	for (i = 0; i < 4; i++) {
+		r[i] = (struct rec){
+			.d.fn = rec_fn, .id = i, .log = log, .n = &n
+		};
+		za_io_defer_at(io, &r[i].d,
+			       now + (uint64_t)delay_ms[i] * 1000000ull);
+	}
+	t0 = za_io_now_ns();
+	za_io_run_until(io, &done, 100000000ull);
+	ck_assert_int_eq(n, 4);
+	/* by deadline, FIFO among equal deadlines */
+	ck_assert_int_eq(log[0], 1);
+	ck_assert_int_eq(log[1], 3);
+	ck_assert_int_eq(log[2], 2);
+	ck_assert_int_eq(log[3], 0);
+	/* and never before the deadline */
+	ck_assert_uint_ge(za_io_now_ns(), now + 30000000ull);
+	(void)t0;
+	za_io_free(io);
+}
+END_TEST
+
+struct nop {
+	struct za_io_cqe_handler h;
+	int res;
+	bool done;
+};
+
+static void nop_cb(struct za_io_cqe_handler *h, const struct io_uring_cqe *cqe)
+{
+	struct nop *n = (struct nop *)h;
+
+	n->res = cqe->res;
+	n->done = true;
+}
+
+START_TEST(test_uring_nop)
+{
+	struct za_io *io;
+	struct io_uring_sqe *sqe;
+	struct nop n = { .h.fn = nop_cb, .res = -1 };
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	sqe = za_io_get_sqe(io);
+	ck_assert_ptr_nonnull(sqe);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &n.h);
+	ck_assert_int_eq(za_io_run_until(io, &n.done, 5000000000ull), 0);
+	ck_assert_int_eq(n.res, 0);
+	/* A big ring cannot replace an existing small one. */
+	ck_assert_int_eq(za_io_ring_setup(io, ZA_IO_RING_BIG), -EBUSY);
+	za_io_free(io);
+}
+END_TEST
+
+START_TEST(test_uring_big)
+{
+	struct za_io *io;
+	struct io_uring_sqe *sqe;
+	struct nop n = { .h.fn = nop_cb, .res = -1 };
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	ck_assert_int_eq(za_io_ring_setup(io, ZA_IO_RING_BIG), 0);
+	ck_assert(za_io_ring_big(io));
+	sqe = za_io_get_sqe(io);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &n.h);
+	ck_assert_int_eq(za_io_run_until(io, &n.done, 5000000000ull), 0);
+	ck_assert_int_eq(n.res, 0);
+	za_io_free(io);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("io");
+	TCase *tc = tcase_create("io");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_defer_fifo);
+	tcase_add_test(tc, test_defer_chain);
+	tcase_add_test(tc, test_defer_at_order);
+	tcase_add_test(tc, test_uring_nop);
+	tcase_add_test(tc, test_uring_big);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_tap(sr, "-");
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
