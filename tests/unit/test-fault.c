@@ -96,13 +96,14 @@ START_TEST(test_eio_at)
 }
 END_TEST
 
-static int count_eio(uint64_t seed)
+static uint64_t count_eio(uint64_t seed)
 {
 	struct tdrive t;
 	uint8_t *w = talloc(BLK);
 	struct za_fault_cfg cfg = { .eio_rate_ppm = 250000, .seed = seed };
 	struct za_dev *f;
-	int i, n = 0, pattern = 0;
+	uint64_t pattern = 0;
+	int i, n = 0;
 
 	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
 	f = wrap(&t);
@@ -113,7 +114,7 @@ static int count_eio(uint64_t seed)
 		ck_assert(ret == 0 || ret == -EIO);
 		if (ret) {
 			n++;
-			pattern = pattern * 31 + i;
+			pattern = pattern * 31 + (uint64_t)i;
 		}
 	}
 	free(w);
@@ -125,8 +126,8 @@ static int count_eio(uint64_t seed)
 
 START_TEST(test_eio_rate_reproducible)
 {
-	ck_assert_int_eq(count_eio(42), count_eio(42));
-	ck_assert_int_ne(count_eio(42), count_eio(43));
+	ck_assert_uint_eq(count_eio(42), count_eio(42));
+	ck_assert_uint_ne(count_eio(42), count_eio(43));
 }
 END_TEST
 
