@@ -68,14 +68,16 @@
  * zones hold.
  */
 struct zb_zs {
-	uint32_t wp;   /* completed write pointer; FULL: zone length */
-	uint32_t cap;  /* capacity */
+	uint32_t wp; /* completed write pointer; FULL: zone length */
+	uint32_t cap; /* capacity */
 	uint32_t slot; /* 0: idle, else 1 + index in zd->slots */
 	uint8_t type;
 	uint8_t cond;
 	uint8_t flags;
 	uint8_t pad;
 };
+
+_Static_assert(sizeof(struct zb_zs) == 16, "keep the zone copy small");
 
 /* Per-zone FIFO and in-flight accounting of a busy zone. */
 struct zb_zq {
@@ -86,30 +88,31 @@ struct zb_zq {
 	 * one is checked against the capacity that is really left.
 	 */
 	uint64_t resv_end;
-	uint32_t nr_reads;   /* reads in flight (a reset waits for them) */
+	uint32_t nr_reads; /* reads in flight (a reset waits for them) */
 	uint32_t nr_appends; /* native appends in flight */
-	uint32_t next_free;  /* free list link, as a slot number */
-	bool excl;           /* a write, emulated append or zone op in flight */
+	uint32_t next_free; /* free list link, as a slot number */
+	bool excl; /* a write, emulated append or zone op in flight */
 };
 
 struct zb_dev {
 	struct za_dev dev; /* first: ops get a struct za_dev pointer */
-	int fd;            /* the block device, from zbd_open() */
-	int ng_fd;         /* NVMe generic char device, -1 without native append */
+	int fd; /* the block device, from zbd_open() */
+	int ng_fd; /* NVMe generic char device, -1 without native append */
 	uint32_t nsid;
 	unsigned lba_shift; /* the namespace's LBA size, for passthrough */
 	bool rdonly;
 	bool dead; /* vanished or failed: everything answers -ENODEV */
 	uint32_t nr_zones;
 	uint64_t zone_size;
-	uint32_t nr_active;   /* IMP_OPEN + EXP_OPEN + CLOSED */
+	uint32_t nr_active; /* IMP_OPEN + EXP_OPEN + CLOSED */
 	uint32_t nr_exp_open; /* EXP_OPEN */
 	struct zb_zs *zones;
 	struct zb_zq **slots;
 	uint32_t nr_slots, max_slots;
 	uint32_t free_slot; /* slot number, 0: none */
-	char sysfs[64];      /* /sys/dev/block/MAJ:MIN */
-	char name[64];       /* kernel name, e.g. nvme0n1 */
+	char sysfs[64]; /* /sys/dev/block/MAJ:MIN */
+	char diskseq[32]; /* sysfs diskseq at open ("" if unknown) */
+	char name[64]; /* kernel name, e.g. nvme0n1 */
 };
 
 static const struct za_dev_ops zb_ops;
@@ -146,8 +149,7 @@ static bool zb_cond_active(unsigned cond)
 }
 
 /* Change a zone's condition, keeping the open/active counts true. */
-static void zb_zs_set_cond(struct zb_dev *zd, struct zb_zs *zs,
-			    unsigned cond)
+static void zb_zs_set_cond(struct zb_dev *zd, struct zb_zs *zs, unsigned cond)
 {
 	if (zb_cond_active(zs->cond))
 		zd->nr_active--;
@@ -170,7 +172,7 @@ static void zb_zs_set_full(struct zb_dev *zd, uint32_t idx)
 
 /* The software copy of a zone, as the checks shared with emu expect it. */
 static void zb_zone_view(const struct zb_dev *zd, uint32_t idx,
-			  struct za_zone *z)
+			 struct za_zone *z)
 {
 	const struct zb_zs *zs = &zd->zones[idx];
 
@@ -186,8 +188,7 @@ static void zb_zone_view(const struct zb_dev *zd, uint32_t idx,
 
 /* ---- slots: FIFOs of busy zones ---- */
 
-static struct zb_zq *zb_slot(const struct zb_dev *zd,
-			       const struct zb_zs *zs)
+static struct zb_zq *zb_slot(const struct zb_dev *zd, const struct zb_zs *zs)
 {
 	return zs->slot ? zd->slots[zs->slot - 1] : NULL;
 }
@@ -262,20 +263,22 @@ static struct za_dev_req *zb_fifo_pop(struct zb_zq *q)
 
 /* ---- errors ---- */
 
-static void zb_done(struct zb_dev *zd, struct za_dev_req *req, int result)
-{
-	(void)zd;
-	za_dev_complete(req, result);
-}
+static int zb_sysfs_str(const struct zb_dev *zd, const char *attr, char *buf,
+			size_t size);
 
 /*
- * A vanished drive often answers -EIO (the block layer fails bios of a
- * deleted disk that way), so an error is checked against sysfs before it is
- * believed to be a medium error.
+ * A vanished drive answers all sorts of errors (-EIO, -ENOSPC from null_blk
+ * after its zones are gone, zone reports with no zones), so an error is
+ * checked against sysfs before it is believed.
  */
 static bool zb_vanished(const struct zb_dev *zd)
 {
-	return access(zd->sysfs, F_OK) != 0;
+	char seq[32];
+
+	/* Gone, or another disk took its number (diskseq never repeats). */
+	if (zb_sysfs_str(zd, "diskseq", seq, sizeof(seq)))
+		return access(zd->sysfs, F_OK) != 0 || zd->diskseq[0];
+	return zd->diskseq[0] && strcmp(seq, zd->diskseq);
 }
 
 /* Turn an error into the one to report, marking the device dead if gone. */
@@ -283,8 +286,7 @@ static int zb_map_err(struct zb_dev *zd, int err)
 {
 	if (zd->dead)
 		return -ENODEV;
-	if (err == -ENODEV || err == -ENXIO ||
-	    (err == -EIO && zb_vanished(zd))) {
+	if (err == -ENODEV || err == -ENXIO || zb_vanished(zd)) {
 		zd->dead = true;
 		za_log_err("%s: device failed or vanished (%s); failing every "
 			   "request with ENODEV",
@@ -296,7 +298,7 @@ static int zb_map_err(struct zb_dev *zd, int err)
 
 /* Log a failed request once, with what it takes to find it on the drive. */
 static void zb_log_fail(struct zb_dev *zd, const struct za_dev_req *req,
-			 uint64_t off, int err, const char *detail)
+			uint64_t off, int err, const char *detail)
 {
 	/* Once dead, the one message zb_map_err() printed says it all. */
 	if (err == -ENODEV && zd->dead)
@@ -310,8 +312,8 @@ static void zb_log_fail(struct zb_dev *zd, const struct za_dev_req *req,
 /* ---- zone reports ---- */
 
 /* Report zones [idx, idx + *nr) from the drive, in libzbd's layout. */
-static int zb_report_raw(struct zb_dev *zd, uint32_t idx,
-			  struct zbd_zone *out, unsigned *nr)
+static int zb_report_raw(struct zb_dev *zd, uint32_t idx, struct zbd_zone *out,
+			 unsigned *nr)
 {
 	unsigned want = *nr;
 	unsigned n = want;
@@ -326,6 +328,8 @@ static int zb_report_raw(struct zb_dev *zd, uint32_t idx,
 		/* libzbd returns -errno from the ioctl, -1 for a bad fd. */
 		return ret < 0 ? ret : -EIO;
 	if (n != want) {
+		if (zb_vanished(zd))
+			return -ENODEV;
 		za_log_err("%s: report of zones %u-%u returned %u zones",
 			   zd->dev.path, idx, idx + want - 1, n);
 		return -EIO;
@@ -335,7 +339,7 @@ static int zb_report_raw(struct zb_dev *zd, uint32_t idx,
 
 /* Nothing read from a drive is trusted before it is checked. */
 static int zb_zone_validate(const struct zb_dev *zd, uint32_t idx,
-			     const struct zbd_zone *z)
+			    const struct zbd_zone *z)
 {
 	uint64_t start = zb_zone_start(zd, idx);
 	uint64_t len = zb_zone_len(zd, idx);
@@ -345,8 +349,8 @@ static int zb_zone_validate(const struct zb_dev *zd, uint32_t idx,
 		what = "start";
 	else if (z->len != len)
 		what = "length";
-	else if (z->type != ZBD_ZONE_TYPE_CNV &&
-		 z->type != ZBD_ZONE_TYPE_SWR && z->type != ZBD_ZONE_TYPE_SWP)
+	else if (z->type != ZBD_ZONE_TYPE_CNV && z->type != ZBD_ZONE_TYPE_SWR &&
+		 z->type != ZBD_ZONE_TYPE_SWP)
 		what = "type";
 	else if (z->type != ZBD_ZONE_TYPE_CNV &&
 		 (z->capacity == 0 || z->capacity > len ||
@@ -422,7 +426,7 @@ static void zb_zone_export(const struct zbd_zone *z, struct za_zone *out)
 
 /* Load a checked drive zone into the software copy. */
 static void zb_zs_load(struct zb_dev *zd, uint32_t idx,
-			const struct zbd_zone *z)
+		       const struct zbd_zone *z)
 {
 	struct zb_zs *zs = &zd->zones[idx];
 	struct za_zone v;
@@ -461,7 +465,7 @@ static int zb_resync(struct zb_dev *zd, uint32_t idx)
 }
 
 static int zb_report_op(struct za_dev *dev, uint64_t from_bytes,
-			 struct za_zone *zones, unsigned *nr)
+			struct za_zone *zones, unsigned *nr)
 {
 	struct zb_dev *zd = to_zd(dev);
 	struct zbd_zone *buf;
@@ -524,14 +528,16 @@ static int zb_report_op(struct za_dev *dev, uint64_t from_bytes,
  * Open and active zone accounting, as a drive does it: writing an EMPTY
  * zone takes an active and an open resource, writing a CLOSED one an open
  * resource. The drive closes implicitly open zones to make room, so only
- * explicitly open zones can exhaust the open limit.
+ * explicitly open zones can exhaust the open limit; and once they have, a
+ * zone we still think implicitly open has been closed by the drive.
  */
 static int zb_check_resources(const struct zb_dev *zd, unsigned cond)
 {
 	const struct za_dev_caps *caps = &zd->dev.caps;
 	bool need_active = cond == ZA_ZONE_COND_EMPTY;
-	bool need_open =
-		cond == ZA_ZONE_COND_EMPTY || cond == ZA_ZONE_COND_CLOSED;
+	bool need_open = cond == ZA_ZONE_COND_EMPTY ||
+			 cond == ZA_ZONE_COND_CLOSED ||
+			 cond == ZA_ZONE_COND_IMP_OPEN;
 
 	if (need_active && caps->max_active_zones &&
 	    zd->nr_active >= caps->max_active_zones)
@@ -544,7 +550,7 @@ static int zb_check_resources(const struct zb_dev *zd, unsigned cond)
 
 /* Everything that decides whether @req may run on zone @z now. */
 static int zb_check(const struct zb_dev *zd, const struct za_dev_req *req,
-		     const struct za_zone *z)
+		    const struct za_zone *z)
 {
 	int err = za_dev_check_zone(&zd->dev, z, req);
 
@@ -582,12 +588,12 @@ static void zb_zs_open_implicit(struct zb_dev *zd, struct zb_zs *zs)
 
 static void zb_kick(struct zb_dev *zd, uint32_t idx);
 static void zb_cqe_read(struct za_io_cqe_handler *h,
-			 const struct io_uring_cqe *cqe);
+			const struct io_uring_cqe *cqe);
 static void zb_cqe_write(struct za_io_cqe_handler *h,
-			  const struct io_uring_cqe *cqe);
+			 const struct io_uring_cqe *cqe);
 
 static int zb_issue_rw(struct zb_dev *zd, struct za_dev_req *req, bool write,
-			uint64_t off)
+		       uint64_t off)
 {
 	struct io_uring_sqe *sqe = za_io_get_sqe(zd->dev.io);
 
@@ -611,7 +617,7 @@ static int zb_issue_rw(struct zb_dev *zd, struct za_dev_req *req, bool write,
  * request without blocking): resubmitting is safe, even for a zone write.
  */
 static bool zb_retry(struct zb_dev *zd, struct za_dev_req *req, int res,
-		      bool write, uint64_t off)
+		     bool write, uint64_t off)
 {
 	if (res != -EAGAIN || req->flags >= ZB_EAGAIN_MAX)
 		return false;
@@ -620,7 +626,7 @@ static bool zb_retry(struct zb_dev *zd, struct za_dev_req *req, int res,
 }
 
 static void zb_cqe_read(struct za_io_cqe_handler *h,
-			 const struct io_uring_cqe *cqe)
+			const struct io_uring_cqe *cqe)
 {
 	struct za_dev_req *req = cqe_to_req(h);
 	struct zb_dev *zd = to_zd(req->dev);
@@ -634,9 +640,9 @@ static void zb_cqe_read(struct za_io_cqe_handler *h,
 		/* Short reads of a block device only happen on errors. */
 		err = zb_map_err(zd, cqe->res < 0 ? cqe->res : -EIO);
 		zb_log_fail(zd, req, req->off_bytes, err,
-			     cqe->res >= 0 ? " (short read)" : NULL);
+			    cqe->res >= 0 ? " (short read)" : NULL);
 	}
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 	if (zs->type != ZA_ZONE_TYPE_CNV) {
 		zb_slot(zd, zs)->nr_reads--;
 		zb_kick(zd, idx);
@@ -644,7 +650,7 @@ static void zb_cqe_read(struct za_io_cqe_handler *h,
 }
 
 static void zb_cqe_write(struct za_io_cqe_handler *h,
-			  const struct io_uring_cqe *cqe)
+			 const struct io_uring_cqe *cqe)
 {
 	struct za_dev_req *req = cqe_to_req(h);
 	struct zb_dev *zd = to_zd(req->dev);
@@ -656,15 +662,14 @@ static void zb_cqe_write(struct za_io_cqe_handler *h,
 		return;
 	if (cqe->res == (int)req->len_bytes) {
 		if (zs->type != ZA_ZONE_TYPE_CNV) {
-			zs->wp += (uint32_t)(req->len_bytes >>
-					     ZB_SECTOR_SHIFT);
+			zs->wp += (uint32_t)(req->len_bytes >> ZB_SECTOR_SHIFT);
 			if (zs->wp >= zs->cap)
 				zb_zs_set_full(zd, idx);
 		}
 	} else {
 		err = zb_map_err(zd, cqe->res < 0 ? cqe->res : -EIO);
 		zb_log_fail(zd, req, req->landed_bytes, err,
-			     cqe->res >= 0 ? " (short write)" : NULL);
+			    cqe->res >= 0 ? " (short write)" : NULL);
 		/*
 		 * Part of the data may have landed and moved the write
 		 * pointer: re-read it while the zone is still ours.
@@ -674,7 +679,7 @@ static void zb_cqe_write(struct za_io_cqe_handler *h,
 			zb_resync(zd, idx);
 		}
 	}
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 	if (zs->type != ZA_ZONE_TYPE_CNV) {
 		zb_slot(zd, zs)->excl = false;
 		zb_kick(zd, idx);
@@ -682,7 +687,7 @@ static void zb_cqe_write(struct za_io_cqe_handler *h,
 }
 
 static void zb_cqe_flush(struct za_io_cqe_handler *h,
-			  const struct io_uring_cqe *cqe)
+			 const struct io_uring_cqe *cqe)
 {
 	struct za_dev_req *req = cqe_to_req(h);
 	struct zb_dev *zd = to_zd(req->dev);
@@ -694,7 +699,7 @@ static void zb_cqe_flush(struct za_io_cqe_handler *h,
 			za_log_err("%s: flush failed: %s", zd->dev.path,
 				   strerror(-err));
 	}
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 }
 
 /* NVMe status of a passthrough command → our error codes. */
@@ -720,7 +725,7 @@ static int zb_nvme_err(int status)
 }
 
 static void zb_cqe_append(struct za_io_cqe_handler *h,
-			   const struct io_uring_cqe *cqe)
+			  const struct io_uring_cqe *cqe)
 {
 	struct za_dev_req *req = cqe_to_req(h);
 	struct zb_dev *zd = to_zd(req->dev);
@@ -743,9 +748,9 @@ static void zb_cqe_append(struct za_io_cqe_handler *h,
 				 " (drive says it landed at %llu)",
 				 (unsigned long long)landed);
 		} else {
-			uint32_t end = (uint32_t)((landed - start +
-						   req->len_bytes) >>
-						  ZB_SECTOR_SHIFT);
+			uint32_t end =
+				(uint32_t)((landed - start + req->len_bytes) >>
+					   ZB_SECTOR_SHIFT);
 
 			/* Appends may complete out of order. */
 			if (end > zs->wp)
@@ -754,8 +759,8 @@ static void zb_cqe_append(struct za_io_cqe_handler *h,
 		}
 	} else {
 		if (cqe->res > 0)
-			snprintf(detail, sizeof(detail),
-				 " (NVMe status 0x%x)", (unsigned)cqe->res);
+			snprintf(detail, sizeof(detail), " (NVMe status 0x%x)",
+				 (unsigned)cqe->res);
 		err = zb_map_err(zd, zb_nvme_err(cqe->res));
 	}
 	if (err) {
@@ -774,7 +779,7 @@ static void zb_cqe_append(struct za_io_cqe_handler *h,
 		else if (zs->wp >= zs->cap)
 			zb_zs_set_full(zd, idx);
 	}
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 	zb_kick(zd, idx);
 }
 
@@ -805,12 +810,12 @@ static void zb_dispatch_read(struct zb_dev *zd, struct za_dev_req *req)
 err_slot:
 	zb_put_slot(zd, idx);
 err_done:
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 }
 
 /* WRITE, or APPEND without native append: one at a time, at the wp. */
 static void zb_dispatch_write(struct zb_dev *zd, struct zb_zq *q,
-			       struct za_dev_req *req)
+			      struct za_dev_req *req)
 {
 	uint32_t idx = req->zone_idx;
 	struct zb_zs *zs = &zd->zones[idx];
@@ -821,8 +826,8 @@ static void zb_dispatch_write(struct zb_dev *zd, struct zb_zq *q,
 	err = zb_check(zd, req, &z);
 	if (err)
 		goto err_done;
-	req->landed_bytes =
-		req->op == ZA_DEV_OP_APPEND ? z.wp_bytes : req->off_bytes;
+	req->landed_bytes = req->op == ZA_DEV_OP_APPEND ? z.wp_bytes :
+							  req->off_bytes;
 	err = zb_issue_rw(zd, req, true, req->landed_bytes);
 	if (err)
 		goto err_done;
@@ -831,12 +836,12 @@ static void zb_dispatch_write(struct zb_dev *zd, struct zb_zq *q,
 	return;
 
 err_done:
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 }
 
 /* APPEND with native append: several may be in flight in one zone. */
 static void zb_dispatch_append(struct zb_dev *zd, struct zb_zq *q,
-				struct za_dev_req *req)
+			       struct za_dev_req *req)
 {
 	uint32_t idx = req->zone_idx;
 	struct zb_zs *zs = &zd->zones[idx];
@@ -882,7 +887,7 @@ static void zb_dispatch_append(struct zb_dev *zd, struct zb_zq *q,
 	return;
 
 err_done:
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 }
 
 /*
@@ -969,8 +974,8 @@ static void zb_do_zone_op(struct zb_dev *zd, struct za_dev_req *req)
 			if (zs->cond == ZA_ZONE_COND_IMP_OPEN ||
 			    zs->cond == ZA_ZONE_COND_EXP_OPEN)
 				zb_zs_set_cond(zd, zs,
-						zs->wp ? ZA_ZONE_COND_CLOSED :
-							 ZA_ZONE_COND_EMPTY);
+					       zs->wp ? ZA_ZONE_COND_CLOSED :
+							ZA_ZONE_COND_EMPTY);
 		}
 	}
 	/*
@@ -979,7 +984,7 @@ static void zb_do_zone_op(struct zb_dev *zd, struct za_dev_req *req)
 	 */
 	zb_resync(zd, idx);
 out:
-	zb_done(zd, req, err);
+	za_dev_complete(req, err);
 }
 
 /*
@@ -999,7 +1004,7 @@ static void zb_kick(struct zb_dev *zd, uint32_t idx)
 		int err;
 
 		if (zd->dead) {
-			zb_done(zd, zb_fifo_pop(q), -ENODEV);
+			za_dev_complete(zb_fifo_pop(q), -ENODEV);
 			continue;
 		}
 		if (zs->flags & ZB_ZS_STALE) {
@@ -1007,7 +1012,7 @@ static void zb_kick(struct zb_dev *zd, uint32_t idx)
 				break;
 			err = zb_resync(zd, idx);
 			if (err) {
-				zb_done(zd, zb_fifo_pop(q), err);
+				za_dev_complete(zb_fifo_pop(q), err);
 				continue;
 			}
 		}
@@ -1061,7 +1066,7 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 	req->next = NULL;
 	req->flags = 0;
 	if (zd->dead) {
-		zb_done(zd, req, -ENODEV);
+		za_dev_complete(req, -ENODEV);
 		return;
 	}
 	if (req->op == ZA_DEV_OP_FLUSH) {
@@ -1073,7 +1078,7 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 		struct io_uring_sqe *sqe = za_io_get_sqe(dev->io);
 
 		if (!sqe) {
-			zb_done(zd, req, -ENOMEM);
+			za_dev_complete(req, -ENOMEM);
 			return;
 		}
 		io_uring_prep_fsync(sqe, zd->fd, 0);
@@ -1084,7 +1089,7 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 	idx = za_dev_zone_idx(dev, req->off_bytes);
 	if (idx >= zd->nr_zones) {
 		/* za_dev_check_args() refuses this already. */
-		zb_done(zd, req, -EINVAL);
+		za_dev_complete(req, -EINVAL);
 		return;
 	}
 	req->zone_idx = idx;
@@ -1096,12 +1101,11 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 		err = zb_check(zd, req, &z);
 		if (!err) {
 			req->landed_bytes = req->off_bytes;
-			err = zb_issue_rw(zd, req,
-					   req->op == ZA_DEV_OP_WRITE,
-					   req->off_bytes);
+			err = zb_issue_rw(zd, req, req->op == ZA_DEV_OP_WRITE,
+					  req->off_bytes);
 		}
 		if (err)
-			zb_done(zd, req, err);
+			za_dev_complete(req, err);
 		return;
 	}
 
@@ -1114,17 +1118,11 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 	}
 	q = zb_get_slot(zd, idx);
 	if (!q) {
-		zb_done(zd, req, -ENOMEM);
+		za_dev_complete(req, -ENOMEM);
 		return;
 	}
 	zb_fifo_push(q, req);
 	zb_kick(zd, idx);
-}
-
-static int zb_power_cut(struct za_dev *dev)
-{
-	(void)dev;
-	return -EOPNOTSUPP;
 }
 
 static void zb_free(struct zb_dev *zd)
@@ -1160,15 +1158,15 @@ static const struct za_dev_ops zb_ops = {
 	.name = "zbd",
 	.report_zones = zb_report_op,
 	.submit = zb_submit,
-	.power_cut = zb_power_cut,
+	/* A real drive cannot be told to drop its cache: no power_cut. */
 	.close = zb_close_op,
 };
 
 /* ---- open ---- */
 
 /* Read a sysfs attribute of the device, trailing whitespace stripped. */
-static int zb_sysfs_str(const struct zb_dev *zd, const char *attr,
-			 char *buf, size_t size)
+static int zb_sysfs_str(const struct zb_dev *zd, const char *attr, char *buf,
+			size_t size)
 {
 	char path[160];
 	ssize_t n;
@@ -1191,7 +1189,7 @@ static int zb_sysfs_str(const struct zb_dev *zd, const char *attr,
 }
 
 static int zb_sysfs_u64(const struct zb_dev *zd, const char *attr,
-			 uint64_t *val)
+			uint64_t *val)
 {
 	char buf[64], *end;
 	int err;
@@ -1254,8 +1252,7 @@ static int zb_probe(const char *path, struct zb_dev *zd)
 	err = zb_sysfs_str(zd, "queue/zoned", model, sizeof(model));
 	if (err == -ENOENT) {
 		/* Partitions have no queue/ of their own. */
-		za_log_err("%s: not a zoned block device (a partition?)",
-			   path);
+		za_log_err("%s: not a zoned block device (a partition?)", path);
 		return -EMEDIUMTYPE;
 	}
 	if (err) {
@@ -1274,6 +1271,8 @@ static int zb_probe(const char *path, struct zb_dev *zd)
 			   strerror(-err));
 		return err;
 	}
+	if (zb_sysfs_str(zd, "diskseq", zd->diskseq, sizeof(zd->diskseq)))
+		zd->diskseq[0] = '\0';
 	base = strrchr(real, '/');
 	snprintf(zd->name, sizeof(zd->name), "%.*s", (int)sizeof(zd->name) - 1,
 		 base ? base + 1 : real);
@@ -1361,8 +1360,8 @@ static void zb_setup_native_append(struct zb_dev *zd, uint64_t append_max)
 	snprintf(ng, sizeof(ng), "/dev/ng%un%u", ctrl, ns);
 	fd = open(ng, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
-		za_log_info("%s: %s: %s; zone append is emulated",
-			    zd->dev.path, ng, strerror(errno));
+		za_log_info("%s: %s: %s; zone append is emulated", zd->dev.path,
+			    ng, strerror(errno));
 		return;
 	}
 	/* The char device must be this namespace, not a namesake. */
@@ -1390,8 +1389,8 @@ static void zb_setup_native_append(struct zb_dev *zd, uint64_t append_max)
 	caps->max_append_bytes = (uint32_t)zb_min(
 		zb_min(append_max, zb_io_limit(zd, "queue/max_hw_sectors_kb")),
 		(uint64_t)65536 << zd->lba_shift);
-	za_log_info("%s: native zone append through %s (nsid %u)",
-		    zd->dev.path, ng, zd->nsid);
+	za_log_info("%s: native zone append through %s (nsid %u)", zd->dev.path,
+		    ng, zd->nsid);
 	return;
 
 err_close:
@@ -1471,9 +1470,8 @@ int za_dev_zbd_open(struct za_io *io, const char *path, unsigned flags,
 	/* Writes must keep the write pointer aligned to lblock_bytes. */
 	if (zb_sysfs_u64(zd, "queue/zone_write_granularity", &val) || !val)
 		val = info.pblock_size;
-	caps->write_gran_bytes = (uint32_t)(val > caps->lblock_bytes ?
-						    val :
-						    caps->lblock_bytes);
+	caps->write_gran_bytes =
+		(uint32_t)(val > caps->lblock_bytes ? val : caps->lblock_bytes);
 	/* libzbd says -1 for "unknown": treat it as "no limit". */
 	caps->max_open_zones =
 		info.max_nr_open_zones == UINT_MAX ? 0 : info.max_nr_open_zones;
@@ -1491,6 +1489,9 @@ int za_dev_zbd_open(struct za_io *io, const char *path, unsigned flags,
 		!strcmp(buf, "write back");
 	snprintf(caps->vendor, sizeof(caps->vendor), "%.*s",
 		 (int)sizeof(info.vendor_id), info.vendor_id);
+	/* libzbd joins vendor, model and revision with spaces. */
+	for (size_t n = strlen(caps->vendor); n && caps->vendor[n - 1] == ' ';)
+		caps->vendor[--n] = '\0';
 
 	err = zb_load_zones(zd);
 	if (err)
