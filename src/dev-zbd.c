@@ -106,6 +106,13 @@ struct zb_dev {
 	uint64_t zone_size;
 	uint32_t nr_active; /* IMP_OPEN + EXP_OPEN + CLOSED */
 	uint32_t nr_exp_open; /* EXP_OPEN */
+	uint32_t nr_imp_open; /* IMP_OPEN */
+	/*
+	 * With an open limit: the implicitly open zones, least recently
+	 * written first (see zb_make_room()); at most max_open_zones.
+	 */
+	uint32_t *lru;
+	uint32_t nr_lru;
 	struct zb_zs *zones;
 	struct zb_zq **slots;
 	uint32_t nr_slots, max_slots;
@@ -148,17 +155,51 @@ static bool zb_cond_active(unsigned cond)
 	       cond == ZA_ZONE_COND_CLOSED;
 }
 
+static void zb_lru_del(struct zb_dev *zd, uint32_t idx)
+{
+	for (uint32_t i = 0; i < zd->nr_lru; i++) {
+		if (zd->lru[i] != idx)
+			continue;
+		memmove(&zd->lru[i], &zd->lru[i + 1],
+			(zd->nr_lru - i - 1) * sizeof(*zd->lru));
+		zd->nr_lru--;
+		return;
+	}
+}
+
+/* @idx was just written (or opened implicitly): most recent now. */
+static void zb_lru_touch(struct zb_dev *zd, uint32_t idx)
+{
+	if (!zd->lru)
+		return;
+	zb_lru_del(zd, idx);
+	/* Full only if the drive was over its limit: leave it untracked. */
+	if (zd->nr_lru < zd->dev.caps.max_open_zones)
+		zd->lru[zd->nr_lru++] = idx;
+}
+
 /* Change a zone's condition, keeping the open/active counts true. */
 static void zb_zs_set_cond(struct zb_dev *zd, struct zb_zs *zs, unsigned cond)
 {
+	uint32_t idx = (uint32_t)(zs - zd->zones);
+
 	if (zb_cond_active(zs->cond))
 		zd->nr_active--;
 	if (zs->cond == ZA_ZONE_COND_EXP_OPEN)
 		zd->nr_exp_open--;
+	if (zs->cond == ZA_ZONE_COND_IMP_OPEN) {
+		zd->nr_imp_open--;
+		if (zd->lru)
+			zb_lru_del(zd, idx);
+	}
 	if (zb_cond_active(cond))
 		zd->nr_active++;
 	if (cond == ZA_ZONE_COND_EXP_OPEN)
 		zd->nr_exp_open++;
+	if (cond == ZA_ZONE_COND_IMP_OPEN) {
+		zd->nr_imp_open++;
+		zb_lru_touch(zd, idx);
+	}
 	zs->cond = cond;
 }
 
@@ -577,11 +618,55 @@ static int zb_check(const struct zb_dev *zd, const struct za_dev_req *req,
 	}
 }
 
+/*
+ * A request is about to take an open resource at the open limit: close the
+ * least recently written idle implicitly open zone first, as the emulated
+ * drive does. Drives differ here (null_blk on 6.1 refuses to close one
+ * itself once the active limit is reached too, and which zone a drive
+ * picks is its own business); doing it here keeps the copy exact and the
+ * errors the same everywhere. A busy zone is never picked: if all are busy,
+ * the drive decides.
+ */
+static void zb_make_room(struct zb_dev *zd, uint32_t idx)
+{
+	uint32_t max = zd->dev.caps.max_open_zones;
+	unsigned cond = zd->zones[idx].cond;
+
+	if (!max || zd->nr_imp_open + zd->nr_exp_open < max ||
+	    (cond != ZA_ZONE_COND_EMPTY && cond != ZA_ZONE_COND_CLOSED))
+		return;
+	for (uint32_t i = 0; i < zd->nr_lru; i++) {
+		uint32_t v = zd->lru[i];
+		struct zb_zs *vs = &zd->zones[v];
+		int err;
+
+		if (v == idx || vs->slot)
+			continue;
+		errno = 0;
+		if (zbd_close_zones(zd->fd, (off_t)zb_zone_start(zd, v),
+				    (off_t)zb_zone_len(zd, v))) {
+			err = zb_map_err(zd, errno ? -errno : -EIO);
+			if (err != -ENODEV)
+				za_log_warn("%s: zone %u: cannot close it to "
+					    "make room: %s",
+					    zd->dev.path, v, strerror(-err));
+			vs->flags |= ZB_ZS_STALE;
+			return;
+		}
+		zb_zs_set_cond(zd, vs,
+			       vs->wp ? ZA_ZONE_COND_CLOSED :
+					ZA_ZONE_COND_EMPTY);
+		return;
+	}
+}
+
 /* A write or append is about to reach the drive: the zone opens. */
 static void zb_zs_open_implicit(struct zb_dev *zd, struct zb_zs *zs)
 {
 	if (zs->cond == ZA_ZONE_COND_EMPTY || zs->cond == ZA_ZONE_COND_CLOSED)
 		zb_zs_set_cond(zd, zs, ZA_ZONE_COND_IMP_OPEN);
+	else if (zs->cond == ZA_ZONE_COND_IMP_OPEN)
+		zb_lru_touch(zd, (uint32_t)(zs - zd->zones));
 }
 
 /* ---- io_uring ---- */
@@ -826,6 +911,7 @@ static void zb_dispatch_write(struct zb_dev *zd, struct zb_zq *q,
 	err = zb_check(zd, req, &z);
 	if (err)
 		goto err_done;
+	zb_make_room(zd, idx);
 	req->landed_bytes = req->op == ZA_DEV_OP_APPEND ? z.wp_bytes :
 							  req->off_bytes;
 	err = zb_issue_rw(zd, req, true, req->landed_bytes);
@@ -857,6 +943,7 @@ static void zb_dispatch_append(struct zb_dev *zd, struct zb_zq *q,
 	err = zb_check(zd, req, &z);
 	if (err)
 		goto err_done;
+	zb_make_room(zd, idx);
 	sqe = za_io_get_sqe(zd->dev.io);
 	if (!sqe) {
 		err = -ENOMEM;
@@ -934,6 +1021,9 @@ static void zb_do_zone_op(struct zb_dev *zd, struct za_dev_req *req)
 				zs->cond == ZA_ZONE_COND_EXP_OPEN))
 			op = ZA_DEV_OP_RESET;
 	}
+	/* null_blk takes an open resource to finish a CLOSED zone, too. */
+	if (op == ZA_DEV_OP_OPEN_ZONE || op == ZA_DEV_OP_FINISH)
+		zb_make_room(zd, idx);
 	/* len 0 would mean "to the end of the device": pass the zone. */
 	errno = 0;
 	switch (op) {
@@ -1131,6 +1221,7 @@ static void zb_free(struct zb_dev *zd)
 		free(zd->slots[i]);
 	free(zd->slots);
 	free(zd->zones);
+	free(zd->lru);
 	if (zd->ng_fd >= 0)
 		close(zd->ng_fd);
 	zbd_close(zd->fd);
@@ -1493,6 +1584,13 @@ int za_dev_zbd_open(struct za_io *io, const char *path, unsigned flags,
 	for (size_t n = strlen(caps->vendor); n && caps->vendor[n - 1] == ' ';)
 		caps->vendor[--n] = '\0';
 
+	if (caps->max_open_zones) {
+		zd->lru = calloc(caps->max_open_zones, sizeof(*zd->lru));
+		if (!zd->lru) {
+			err = -ENOMEM;
+			goto err_close;
+		}
+	}
 	err = zb_load_zones(zd);
 	if (err)
 		goto err_close;
