@@ -659,16 +659,72 @@ static void check_persistence(const char *path, uint32_t z)
 	free(r);
 }
 
+/*
+ * The device vanishes under us (@cmd pulls it, e.g. null_blk's configfs
+ * power switch): every request must complete with an error, none may hang
+ * or crash the process, and closing must still work.
+ */
+static void check_vanish(const char *cmd)
+{
+	static const enum za_dev_op ops[] = {
+		ZA_DEV_OP_READ,	 ZA_DEV_OP_WRITE, ZA_DEV_OP_APPEND,
+		ZA_DEV_OP_FLUSH, ZA_DEV_OP_RESET, ZA_DEV_OP_FINISH
+	};
+	uint8_t *w = xalloc(BLK);
+	uint32_t z = pick_seq_zone(0);
+	struct za_zone zr;
+	unsigned i;
+	int ret;
+
+	if (z == UINT32_MAX) {
+		result(false, "a writable sequential zone exists");
+		free(w);
+		return;
+	}
+	io_sync(ZA_DEV_OP_RESET, zstart(z), NULL, 0, NULL);
+	ret = io_sync(ZA_DEV_OP_WRITE, zstart(z), w, BLK, NULL);
+	result(ret == 0, "write before the device vanishes (%s)",
+	       strerror(-ret));
+	ret = system(cmd);
+	result(ret == 0, "'%s' pulled the device (status %d)", cmd, ret);
+	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct multi m;
+
+		memset(&m, 0, sizeof(m));
+		m.req.op = ops[i];
+		m.req.off_bytes = ops[i] == ZA_DEV_OP_WRITE ? zstart(z) + BLK :
+							      zstart(z);
+		m.req.len_bytes = ops[i] == ZA_DEV_OP_FLUSH ||
+						  ops[i] == ZA_DEV_OP_RESET ||
+						  ops[i] == ZA_DEV_OP_FINISH ?
+					  0 :
+					  BLK;
+		m.req.buf = m.req.len_bytes ? w : NULL;
+		m.req.result = 1;
+		run_many(&m, 1);
+		result(m.req.result < 0,
+		       "%s on a vanished device fails cleanly: %d (%s)",
+		       za_dev_op_str(ops[i]), m.req.result,
+		       m.req.result <= 0 ? strerror(-m.req.result) :
+					   "no completion");
+	}
+	ret = zone_report(z, &zr);
+	result(ret < 0, "zone report of a vanished device fails: %d (%s)", ret,
+	       strerror(-ret));
+	free(w);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "destructive", no_argument, NULL, 'd' },
+		{ "vanish", required_argument, NULL, 'x' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool destructive = false;
-	const char *path;
+	const char *path, *vanish = NULL;
 	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "dvh", opts, NULL)) != -1) {
@@ -679,8 +735,17 @@ int main(int argc, char **argv)
 		case 'v':
 			za_log_set_level(ZA_LOG_DEBUG);
 			break;
+		case 'x':
+			vanish = optarg;
+			destructive = true;
+			break;
 		case 'h':
-			printf("Usage: za-conform [--destructive] DEVICE\n");
+			printf("Usage: za-conform [--destructive] [--vanish CMD] "
+			       "DEVICE\n"
+			       "  --vanish CMD  instead of the suite: write, run "
+			       "CMD (which must pull\n"
+			       "                the device), then check that "
+			       "every request fails cleanly\n");
 			return 0;
 		default:
 			return 2;
@@ -709,8 +774,12 @@ int main(int argc, char **argv)
 	       dev->caps.native_append);
 	check_caps();
 	check_report();
-	check_bad_args();
-	if (destructive && zones) {
+	if (vanish && zones) {
+		check_vanish(vanish);
+	} else if (zones) {
+		check_bad_args();
+	}
+	if (destructive && zones && !vanish) {
 		uint32_t z = pick_seq_zone(0);
 
 		if (z == UINT32_MAX) {

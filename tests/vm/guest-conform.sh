@@ -236,6 +236,48 @@ for dev in $DEVS; do
 	fi
 done
 
+# A drive that vanishes while open: a configfs null_blk device, powered
+# off underneath za-conform, must turn every request into an error.
+vanish_check() {
+	local cfg=/sys/kernel/config/nullb/zavanish dev i b before
+	if ! have za-conform; then
+		skip "vanishing device (no za-conform in the image)"
+		return
+	fi
+	if ! mkdir "$cfg" 2>/dev/null; then
+		fail "vanishing device: cannot create $cfg (configfs?)"
+		return
+	fi
+	before=$(ls /sys/block)
+	echo 512 >"$cfg/size" && echo 4096 >"$cfg/blocksize" &&
+		echo 1 >"$cfg/memory_backed" && echo 1 >"$cfg/zoned" &&
+		echo 64 >"$cfg/zone_size" && echo 1 >"$cfg/power" ||
+		{ fail "vanishing device: configfs setup"; rmdir "$cfg"; return; }
+	# The disk's name depends on the kernel (nullbN, or the item's name):
+	# take whatever appeared.
+	dev=""
+	i=0
+	while [ -z "$dev" ] && [ $i -lt 50 ]; do
+		for b in $(ls /sys/block); do
+			echo "$before" | grep -qx "$b" || dev=/dev/$b
+		done
+		[ -n "$dev" ] && [ -b "$dev" ] && break
+		dev=""
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if [ -z "$dev" ]; then
+		fail "vanishing device: no new block device appeared"
+		rmdir "$cfg" 2>/dev/null || :
+		return
+	fi
+	run "$dev: za-conform --vanish" za-conform --vanish "echo 0 > $cfg/power" "$dev"
+	rmdir "$cfg" 2>/dev/null || :
+}
+echo
+echo "=== vanishing device"
+vanish_check
+
 echo
 echo "=== guest-conform: $npass passed, $nfail failed, $nskip skipped"
 if [ $nfail -gt 0 ]; then
