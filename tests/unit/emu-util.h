@@ -15,6 +15,7 @@
 #include "dev-emu.h"
 #include "dev.h"
 #include "io.h"
+#include "tap.h"
 
 #define BLK 4096
 
@@ -99,19 +100,6 @@ static inline struct za_zone tzone(struct za_dev *dev, uint32_t z)
 			 0);
 	ck_assert_uint_eq(n, 1);
 	return zone;
-}
-
-/* Run a suite with TAP output (for automake's tap-driver). */
-static inline int trun(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	int failed;
-
-	srunner_set_tap(sr, "-");
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif /* ZA_TEST_EMU_UTIL_H */

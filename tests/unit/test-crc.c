@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* test-crc.c - CRC32C against its published check value and chaining. */
 #include <check.h>
+
+#include "tap.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,17 +47,10 @@ int main(void)
 {
 	Suite *s = suite_create("crc");
 	TCase *tc = tcase_create("crc32c");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_check_value);
 	tcase_add_test(tc, test_chaining);
 	tcase_add_test(tc, test_detects_flips);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_tap(sr, "-");
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return trun(s);
 }

@@ -5,6 +5,8 @@
  * enum names, and za_dev_open() refusing things that are not zoned drives.
  */
 #include <check.h>
+
+#include "tap.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -237,8 +239,6 @@ int main(void)
 {
 	Suite *s = suite_create("dev");
 	TCase *tc = tcase_create("dev");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_loop_test(tc, test_check_args, 0,
 			    sizeof(geos) / sizeof(geos[0]));
@@ -247,10 +247,5 @@ int main(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_open_not_zoned);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_tap(sr, "-");
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return trun(s);
 }

@@ -6,6 +6,8 @@
  * their handler through the eventfd.
  */
 #include <check.h>
+
+#include "tap.h"
 #include <errno.h>
 #include <liburing.h>
 #include <stdlib.h>
@@ -165,8 +167,6 @@ int main(void)
 {
 	Suite *s = suite_create("io");
 	TCase *tc = tcase_create("io");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_defer_fifo);
 	tcase_add_test(tc, test_defer_chain);
@@ -174,10 +174,5 @@ int main(void)
 	tcase_add_test(tc, test_uring_nop);
 	tcase_add_test(tc, test_uring_big);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_tap(sr, "-");
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return trun(s);
 }
