@@ -5,16 +5,20 @@
  * zone management, io_uring for data, and NVMe Zone Append through io_uring
  * passthrough on /dev/ngXnY where the drive is ZNS and the ring allows it.
  * It keeps a compact software copy of every zone (write pointer, capacity,
- * condition) so that requests are refused with exactly the errors the
- * emulated backend gives (za_dev_check_zone() plus open/active accounting)
- * before the drive sees them, and it serialises writes per sequential zone
- * (one write in flight, the rest in a per-zone FIFO) because the kernels we
- * target (6.1) do not plug zone writes. Zone management runs synchronously
- * when it reaches the head of that FIFO. A failed write re-reads its zone
- * before anything else runs there. It does not retry failed I/O (errors come
- * back in req->result), does not split requests (the caps say what fits),
- * does not take the block device exclusively, and cannot simulate a power
- * cut.
+ * condition, open/active counts) so that requests are refused with exactly
+ * the errors the emulated backend gives (za_dev_check_zone() plus the
+ * resource checks) before the drive sees them; at the open limit it closes
+ * the least recently written implicitly open zone itself, as the emulated
+ * drive does, instead of leaving that choice to drives that differ. It
+ * serialises writes per sequential zone (one write in flight, the rest in a
+ * per-zone FIFO) because the kernels we target (6.1) do not plug zone
+ * writes; native appends to one zone may be in flight together. Zone
+ * management runs synchronously when it reaches the head of that FIFO. A
+ * failed write re-reads its zone before anything else runs there; a drive
+ * that vanished answers -ENODEV from then on. It does not retry failed I/O
+ * (only -EAGAIN, when nothing was transferred), does not split requests
+ * (the caps say what fits in one command), does not take the block device
+ * exclusively, and cannot simulate a power cut.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,11 +87,12 @@ _Static_assert(sizeof(struct zb_zs) == 16, "keep the zone copy small");
 struct zb_zq {
 	struct za_dev_req *head, *tail; /* waiting, in submission order */
 	/*
-	 * Native appends in flight: where the drive's write pointer will be
-	 * once all of them land (bytes from the zone start), so that the next
-	 * one is checked against the capacity that is really left.
+	 * Native appends in flight (bytes from the zone start): the write
+	 * pointer when the first of them left, below which everything has
+	 * landed, and where it will be once all of them land, so that the
+	 * next one is checked against the capacity that is really left.
 	 */
-	uint64_t resv_end;
+	uint64_t resv_start, resv_end;
 	uint32_t nr_reads; /* reads in flight (a reset waits for them) */
 	uint32_t nr_appends; /* native appends in flight */
 	uint32_t next_free; /* free list link, as a slot number */
@@ -183,6 +188,9 @@ static void zb_zs_set_cond(struct zb_dev *zd, struct zb_zs *zs, unsigned cond)
 {
 	uint32_t idx = (uint32_t)(zs - zd->zones);
 
+	/* Not a transition: a zone that is read back keeps its LRU place. */
+	if (cond == zs->cond)
+		return;
 	if (zb_cond_active(zs->cond))
 		zd->nr_active--;
 	if (zs->cond == ZA_ZONE_COND_EXP_OPEN)
@@ -966,8 +974,10 @@ static void zb_dispatch_append(struct zb_dev *zd, struct zb_zq *q,
 	req->cqe.fn = zb_cqe_append;
 	io_uring_sqe_set_data(sqe, &req->cqe);
 
-	if (!q->nr_appends)
-		q->resv_end = (uint64_t)zs->wp << ZB_SECTOR_SHIFT;
+	if (!q->nr_appends) {
+		q->resv_start = (uint64_t)zs->wp << ZB_SECTOR_SHIFT;
+		q->resv_end = q->resv_start;
+	}
 	q->resv_end += req->len_bytes;
 	q->nr_appends++;
 	zb_zs_open_implicit(zd, zs);
@@ -1021,8 +1031,13 @@ static void zb_do_zone_op(struct zb_dev *zd, struct za_dev_req *req)
 				zs->cond == ZA_ZONE_COND_EXP_OPEN))
 			op = ZA_DEV_OP_RESET;
 	}
-	/* null_blk takes an open resource to finish a CLOSED zone, too. */
-	if (op == ZA_DEV_OP_OPEN_ZONE || op == ZA_DEV_OP_FINISH)
+	/*
+	 * ZBC (and null_blk) also take an open resource to finish an EMPTY
+	 * or CLOSED zone, and fail the finish at the limit; ZNS does not.
+	 */
+	if (op == ZA_DEV_OP_OPEN_ZONE ||
+	    (op == ZA_DEV_OP_FINISH &&
+	     zd->dev.caps.model == ZA_DEV_MODEL_HM_SMR))
 		zb_make_room(zd, idx);
 	/* len 0 would mean "to the end of the device": pass the zone. */
 	errno = 0;
@@ -1201,8 +1216,14 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 
 	q = zb_slot(zd, zs);
 	if (req->op == ZA_DEV_OP_READ && !(zs->flags & ZB_ZS_STALE) &&
-	    (!q || (!q->head && !q->excl))) {
-		/* Nothing before it can change what it reads. */
+	    (!q || (!q->head && !q->excl &&
+		    (!q->nr_appends ||
+		     req->off_bytes + req->len_bytes <=
+			     zb_zone_start(zd, idx) + q->resv_start)))) {
+		/*
+		 * Nothing before it can change what it reads: appends in
+		 * flight only write above resv_start.
+		 */
 		zb_dispatch_read(zd, req);
 		return;
 	}
@@ -1469,8 +1490,9 @@ static void zb_setup_native_append(struct zb_dev *zd, uint64_t append_max)
 		za_log_info("%s: no io_uring for NVMe passthrough (%s); zone "
 			    "append is emulated",
 			    zd->dev.path,
-			    err == -EBUSY ? "a small ring exists already" :
-					    strerror(-err));
+			    err == -EOPNOTSUPP ? "the kernel has no big ring "
+						 "entries" :
+						 strerror(-err));
 		goto err_close;
 	}
 	zd->ng_fd = fd;
