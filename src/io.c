@@ -46,7 +46,6 @@ struct za_io {
 	/* io_uring */
 	bool ring_ok;
 	bool ring_big;
-	bool want_big;
 	struct io_uring ring;
 	int efd;
 	ev_io efd_watcher;
@@ -266,17 +265,28 @@ int za_io_ring_setup(struct za_io *io, unsigned flags)
 	struct io_uring_params p;
 	int ret;
 
-	if (flags & ZA_IO_RING_BIG)
-		io->want_big = true;
 	if (io->ring_ok)
-		return (flags & ZA_IO_RING_BIG) && !io->ring_big ? -EBUSY : 0;
+		return (flags & ZA_IO_RING_BIG) && !io->ring_big ? -EOPNOTSUPP :
+								   0;
 
+	/*
+	 * Always try for big entries: NVMe passthrough needs them, and a ring
+	 * cannot grow them later, so a drive opened after the first I/O on
+	 * another would otherwise lose native append. Kernels without them
+	 * (before 5.19) get a small ring.
+	 */
 	memset(&p, 0, sizeof(p));
-	if (io->want_big)
-		p.flags |= IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
-	p.flags |= IORING_SETUP_CQSIZE;
+	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |
+		  IORING_SETUP_CQSIZE;
 	p.cq_entries = 4096;
 	ret = io_uring_queue_init_params(1024, &io->ring, &p);
+	io->ring_big = ret == 0;
+	if (ret == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_CQSIZE;
+		p.cq_entries = 4096;
+		ret = io_uring_queue_init_params(1024, &io->ring, &p);
+	}
 	if (ret < 0) {
 		za_log_err("io_uring_queue_init: %s", strerror(-ret));
 		return ret;
@@ -295,9 +305,8 @@ int za_io_ring_setup(struct za_io *io, unsigned flags)
 	ev_io_init(&io->efd_watcher, io_efd_cb, io->efd, EV_READ);
 	io->efd_watcher.data = io;
 	ev_io_start(io->loop, &io->efd_watcher);
-	io->ring_big = io->want_big;
 	io->ring_ok = true;
-	return 0;
+	return (flags & ZA_IO_RING_BIG) && !io->ring_big ? -EOPNOTSUPP : 0;
 
 err_efd:
 	close(io->efd);

@@ -61,9 +61,10 @@ void za_io_defer(struct za_io *io, struct za_io_defer *d);
 void za_io_defer_at(struct za_io *io, struct za_io_defer *d, uint64_t when_ns);
 
 /*
- * io_uring access. za_io_ring_setup() creates the ring if needed (with
- * ZA_IO_RING_BIG if any caller asked for it before creation; asking for BIG
- * after a small ring exists returns -EBUSY). za_io_get_sqe() returns a free
+ * io_uring access. za_io_ring_setup() creates the ring if needed; it is
+ * always created with big entries (SQE128 | CQE32) where the kernel has
+ * them, and asking for ZA_IO_RING_BIG returns -EOPNOTSUPP where it does
+ * not. za_io_get_sqe() returns a free
  * SQE, submitting queued ones first if the ring is full; NULL only if the
  * ring cannot be set up. Queued SQEs are submitted before the loop blocks.
  */
