@@ -20,6 +20,7 @@
  * (the caps say what fits in one command), does not take the block device
  * exclusively, and cannot simulate a power cut.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1167,9 +1168,7 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 	uint32_t idx;
 	int err;
 
-	req->dev = dev;
-	req->next = NULL;
-	req->flags = 0;
+	/* za_dev_submit() has set dev, next, flags and zone_idx. */
 	if (zd->dead) {
 		za_dev_complete(req, -ENODEV);
 		return;
@@ -1191,13 +1190,9 @@ static void zb_submit(struct za_dev *dev, struct za_dev_req *req)
 		io_uring_sqe_set_data(sqe, &req->cqe);
 		return;
 	}
-	idx = za_dev_zone_idx(dev, req->off_bytes);
-	if (idx >= zd->nr_zones) {
-		/* za_dev_check_args() refuses this already. */
-		za_dev_complete(req, -EINVAL);
-		return;
-	}
-	req->zone_idx = idx;
+	idx = req->zone_idx;
+	/* za_dev_check_args() has refused offsets past the device. */
+	assert(idx < zd->nr_zones);
 	zs = &zd->zones[idx];
 
 	if (zs->type == ZA_ZONE_TYPE_CNV) {
@@ -1485,14 +1480,13 @@ static void zb_setup_native_append(struct zb_dev *zd, uint64_t append_max)
 			    zd->dev.path, ng, id, bid);
 		goto err_close;
 	}
-	err = za_io_ring_setup(zd->dev.io, ZA_IO_RING_BIG);
+	err = za_io_ring_setup(zd->dev.io);
 	if (err || !za_io_ring_big(zd->dev.io)) {
 		za_log_info("%s: no io_uring for NVMe passthrough (%s); zone "
 			    "append is emulated",
 			    zd->dev.path,
-			    err == -EOPNOTSUPP ? "the kernel has no big ring "
-						 "entries" :
-						 strerror(-err));
+			    err ? strerror(-err) :
+				  "the kernel has no big ring entries");
 		goto err_close;
 	}
 	zd->ng_fd = fd;

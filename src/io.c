@@ -260,33 +260,32 @@ static void io_efd_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-int za_io_ring_setup(struct za_io *io, unsigned flags)
+static int io_ring_init(struct za_io *io, unsigned extra_flags)
 {
 	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE | extra_flags;
+	p.cq_entries = 4096;
+	return io_uring_queue_init_params(1024, &io->ring, &p);
+}
+
+int za_io_ring_setup(struct za_io *io)
+{
 	int ret;
 
 	if (io->ring_ok)
-		return (flags & ZA_IO_RING_BIG) && !io->ring_big ? -EOPNOTSUPP :
-								   0;
-
+		return 0;
 	/*
 	 * Always try for big entries: NVMe passthrough needs them, and a ring
 	 * cannot grow them later, so a drive opened after the first I/O on
 	 * another would otherwise lose native append. Kernels without them
-	 * (before 5.19) get a small ring.
+	 * (before 5.19) refuse with EINVAL and get a small ring.
 	 */
-	memset(&p, 0, sizeof(p));
-	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |
-		  IORING_SETUP_CQSIZE;
-	p.cq_entries = 4096;
-	ret = io_uring_queue_init_params(1024, &io->ring, &p);
+	ret = io_ring_init(io, IORING_SETUP_SQE128 | IORING_SETUP_CQE32);
 	io->ring_big = ret == 0;
-	if (ret == -EINVAL) {
-		memset(&p, 0, sizeof(p));
-		p.flags = IORING_SETUP_CQSIZE;
-		p.cq_entries = 4096;
-		ret = io_uring_queue_init_params(1024, &io->ring, &p);
-	}
+	if (ret == -EINVAL)
+		ret = io_ring_init(io, 0);
 	if (ret < 0) {
 		za_log_err("io_uring_queue_init: %s", strerror(-ret));
 		return ret;
@@ -306,7 +305,7 @@ int za_io_ring_setup(struct za_io *io, unsigned flags)
 	io->efd_watcher.data = io;
 	ev_io_start(io->loop, &io->efd_watcher);
 	io->ring_ok = true;
-	return (flags & ZA_IO_RING_BIG) && !io->ring_big ? -EOPNOTSUPP : 0;
+	return 0;
 
 err_efd:
 	close(io->efd);
@@ -325,7 +324,7 @@ struct io_uring_sqe *za_io_get_sqe(struct za_io *io)
 {
 	struct io_uring_sqe *sqe;
 
-	if (!io->ring_ok && za_io_ring_setup(io, 0) < 0)
+	if (!io->ring_ok && za_io_ring_setup(io) < 0)
 		return NULL;
 	sqe = io_uring_get_sqe(&io->ring);
 	if (!sqe) {

@@ -41,9 +41,6 @@ struct za_io_cqe_handler {
 	void (*fn)(struct za_io_cqe_handler *h, const struct io_uring_cqe *cqe);
 };
 
-/* Ring flags a backend may need (passed to za_io_ring_setup()). */
-#define ZA_IO_RING_BIG (1u << 0) /* SQE128 | CQE32, for NVMe passthrough */
-
 /*
  * Create a context on @loop (NULL: a new private loop that za_io_free()
  * destroys). Returns 0 or -errno.
@@ -61,14 +58,14 @@ void za_io_defer(struct za_io *io, struct za_io_defer *d);
 void za_io_defer_at(struct za_io *io, struct za_io_defer *d, uint64_t when_ns);
 
 /*
- * io_uring access. za_io_ring_setup() creates the ring if needed; it is
- * always created with big entries (SQE128 | CQE32) where the kernel has
- * them, and asking for ZA_IO_RING_BIG returns -EOPNOTSUPP where it does
- * not. za_io_get_sqe() returns a free
- * SQE, submitting queued ones first if the ring is full; NULL only if the
- * ring cannot be set up. Queued SQEs are submitted before the loop blocks.
+ * io_uring access. za_io_ring_setup() creates the ring if it does not
+ * exist yet; returns 0 or -errno. The ring has big entries (SQE128 |
+ * CQE32, which NVMe passthrough needs) wherever the kernel has them:
+ * za_io_ring_big() tells. za_io_get_sqe() returns a free SQE, submitting
+ * queued ones first if the ring is full; NULL only if the ring cannot be
+ * set up. Queued SQEs are submitted before the loop blocks.
  */
-int za_io_ring_setup(struct za_io *io, unsigned flags);
+int za_io_ring_setup(struct za_io *io);
 struct io_uring_sqe *za_io_get_sqe(struct za_io *io);
 bool za_io_ring_big(struct za_io *io);
 

@@ -144,7 +144,7 @@ START_TEST(test_uring_nop)
 	 * opened now can still use NVMe passthrough (kernels >= 5.19).
 	 */
 	ck_assert(za_io_ring_big(io));
-	ck_assert_int_eq(za_io_ring_setup(io, ZA_IO_RING_BIG), 0);
+	ck_assert_int_eq(za_io_ring_setup(io), 0);
 	za_io_free(io);
 }
 END_TEST
@@ -156,7 +156,7 @@ START_TEST(test_uring_big)
 	struct nop n = { .h.fn = nop_cb, .res = -1 };
 
 	ck_assert_int_eq(za_io_new(NULL, &io), 0);
-	ck_assert_int_eq(za_io_ring_setup(io, ZA_IO_RING_BIG), 0);
+	ck_assert_int_eq(za_io_ring_setup(io), 0);
 	ck_assert(za_io_ring_big(io));
 	sqe = za_io_get_sqe(io);
 	io_uring_prep_nop(sqe);

@@ -113,6 +113,20 @@ check_environment() {
 }
 
 # The raw sanity check on the first sequential zone of DEV.
+# zone_op_check OP COND WP DESC: `zbd OP` on the sanity zone ($dev, $start,
+# $len from the caller), then the zone must be in COND (and at WP, if given).
+zone_op_check() {
+	local op=$1 want_cond=$2 want_wp=$3 desc=$4 cond wp
+	if ! zbd "$op" -ofst "$start" -len "$len" "$dev"; then
+		fail "$desc: zbd $op failed"
+		return
+	fi
+	cond=$(zone_field "$dev" "$start" cond)
+	wp=$(zone_field "$dev" "$start" wp)
+	[ "$cond" = "$want_cond" ] && { [ -z "$want_wp" ] || [ "$wp" = "$want_wp" ]; }
+	verdict $? "$desc" "$desc: got cond=$cond wp=$wp, expected cond=$want_cond${want_wp:+ wp=$want_wp}"
+}
+
 sanity_check() {
 	dev=$1
 	have zbd || {
@@ -185,24 +199,8 @@ sanity_check() {
 		fail "$tag: second write at the write pointer: $(cat /tmp/dd.err)"
 	fi
 
-	if zbd finish -ofst "$start" -len "$len" "$dev"; then
-		cond=$(zone_field "$dev" "$start" cond)
-		[ "$cond" = 0xe ]
-		verdict $? "$tag: finish -> full" \
-			"$tag: after finish cond=$cond, expected 0xe (full)"
-	else
-		fail "$tag: zbd finish failed"
-	fi
-
-	if zbd reset -ofst "$start" -len "$len" "$dev"; then
-		wp=$(zone_field "$dev" "$start" wp)
-		cond=$(zone_field "$dev" "$start" cond)
-		[ "$wp" = "$start" ] && [ "$cond" = 0x1 ]
-		verdict $? "$tag: reset -> empty again" \
-			"$tag: after the last reset wp=$wp cond=$cond"
-	else
-		fail "$tag: final zbd reset failed"
-	fi
+	zone_op_check finish 0xe "" "$tag: finish -> full"
+	zone_op_check reset 0x1 "$start" "$tag: reset -> empty again"
 	rm -f /tmp/pat /tmp/pat2 /tmp/back /tmp/dd.err
 }
 
