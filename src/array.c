@@ -1,16 +1,59 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * array.c - array lifecycle: create, assemble, stop, status.
+ * array.c - array lifecycle: create (format members, first superblocks),
+ * assemble (resolve members from their superblocks, refuse what cannot be
+ * trusted), member failure bookkeeping (superblock updates), status, stop
+ * and destroy.
  *
- * SCAFFOLDING: the segment engine and superblocks are being built; until
- * they land every entry point answers -ENOSYS so that the daemon and the
- * CLI can be built and tested around this interface. Not a feature.
+ * It owns the member devices and the segment engine; the volume (map,
+ * journal, GC) and the NBD export sit above it and are not here. Policy
+ * lives here: an array starts degraded with up to p members lost and
+ * refuses to start with more; a failed member is recorded in every
+ * surviving member's superblock before anyone relies on it.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "array.h"
+#include "dev.h"
+#include "log.h"
+#include "segment.h"
+
+struct za_array {
+	struct za_io *io;
+	struct za_sb *sb; /* the current record (member fields: member 0) */
+	unsigned nr_members;
+	struct za_dev **devs; /* per member; NULL when missing */
+	char (*paths)[256];
+	uint8_t *states;
+	struct za_engine *eng;
+	/* Superblock updates: one round at a time, coalesced. */
+	struct za_sb_write_op *sb_ops;
+	unsigned sb_pending;
+	bool sb_dirty;
+	bool stopping;
+};
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
 
 const char *za_array_state_str(enum za_array_state s)
 {
@@ -53,59 +96,617 @@ const char *za_job_state_str(enum za_job_state s)
 	return "unknown";
 }
 
+static bool name_ok(const char *n)
+{
+	size_t i, len = n ? strlen(n) : 0;
+
+	if (!len || len >= ZA_SB_NAME_BYTES)
+		return false;
+	for (i = 0; i < len; i++)
+		if (!isalnum((unsigned char)n[i]) && !strchr("_.-", n[i]))
+			return false;
+	return true;
+}
+
+static void array_free(struct za_array *a)
+{
+	unsigned i;
+
+	if (!a)
+		return;
+	if (a->eng) {
+		while (za_engine_busy(a->eng) || a->sb_pending)
+			za_io_run_once(a->io);
+		za_engine_free(a->eng);
+	}
+	for (i = 0; i < a->nr_members; i++)
+		if (a->devs && a->devs[i])
+			za_dev_close(a->devs[i]);
+	free(a->devs);
+	free(a->paths);
+	free(a->states);
+	free(a->sb_ops);
+	free(a->sb);
+	free(a);
+}
+
+static struct za_array *array_alloc(struct za_io *io, unsigned n)
+{
+	struct za_array *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->io = io;
+	a->nr_members = n;
+	a->sb = calloc(1, sizeof(*a->sb));
+	a->devs = calloc(n, sizeof(*a->devs));
+	a->paths = calloc(n, sizeof(*a->paths));
+	a->states = calloc(n, 1);
+	a->sb_ops = calloc(n, sizeof(*a->sb_ops));
+	if (!a->sb || !a->devs || !a->paths || !a->states || !a->sb_ops) {
+		array_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* ---- superblock updates while running ---- */
+
+static void sb_round(struct za_array *a);
+
+static void sb_write_done(struct za_sb_write_op *op, int result)
+{
+	struct za_array *a = op->priv;
+	unsigned idx = (unsigned)(op - a->sb_ops);
+
+	if (result) {
+		za_log_err("%s: superblock update failed: %s", a->paths[idx],
+			   strerror(-result));
+		if (a->eng && !a->stopping)
+			za_engine_member_fail(a->eng, idx, result);
+	}
+	if (--a->sb_pending == 0 && a->sb_dirty)
+		sb_round(a);
+}
+
+/*
+ * Write the current record (with the next generation) to every member that
+ * is still in service. A change made while a round is in flight is written
+ * by the next round, so rounds never overlap on a drive.
+ */
+static void sb_round(struct za_array *a)
+{
+	unsigned i;
+
+	if (a->sb_pending) {
+		a->sb_dirty = true;
+		return;
+	}
+	a->sb_dirty = false;
+	a->sb->generation++;
+	for (i = 0; i < a->nr_members; i++)
+		a->sb->members[i].state = a->states[i];
+	for (i = 0; i < a->nr_members; i++) {
+		if (!a->devs[i] || (a->states[i] != ZA_MEMBER_ONLINE &&
+				    a->states[i] != ZA_MEMBER_DRAINING))
+			continue;
+		a->sb->member_uuid = a->sb->members[i].uuid;
+		a->sb->member_idx = i;
+		a->sb_pending++;
+		if (za_sb_write_async(&a->sb_ops[i], a->devs[i], a->sb,
+				      sb_write_done, a)) {
+			a->sb_pending--;
+			za_log_err("%s: cannot queue a superblock update",
+				   a->paths[i]);
+		}
+	}
+}
+
+static void on_member_failed(struct za_engine *e, unsigned idx, int err,
+			     void *priv)
+{
+	struct za_array *a = priv;
+
+	(void)e;
+	a->states[idx] = ZA_MEMBER_FAILED;
+	za_log_err("array %s: member %u (%s) failed: %s; %u of %u lost",
+		   a->sb->name, idx, a->paths[idx], strerror(-err),
+		   za_engine_nr_lost(a->eng), (unsigned)a->sb->geom.p);
+	sb_round(a);
+}
+
+static int engine_start(struct za_array *a, uint64_t next_seq,
+			uint64_t next_seg)
+{
+	struct za_engine_params prm = { 0 };
+
+	prm.geom = a->sb->geom;
+	prm.array_uuid = a->sb->array_uuid;
+	prm.nr_members = a->nr_members;
+	prm.devs = a->devs;
+	prm.states = a->states;
+	prm.next_seq = next_seq;
+	prm.next_seg_id = next_seg;
+	prm.member_failed = on_member_failed;
+	prm.priv = a;
+	return za_engine_new(a->io, &prm, &a->eng);
+}
+
+/* ---- create ---- */
+
+static bool same_file(const struct stat *x, const struct stat *y)
+{
+	if (S_ISBLK(x->st_mode) && S_ISBLK(y->st_mode))
+		return x->st_rdev == y->st_rdev;
+	return x->st_dev == y->st_dev && x->st_ino == y->st_ino;
+}
+
+/* Default rows: a column of at least 256 KiB per header, at most 1 MiB. */
+static uint8_t default_rows(uint32_t chunk)
+{
+	uint32_t rows = chunk >= (256u << 10) ? 1 : (256u << 10) / chunk;
+
+	return (uint8_t)(rows > 255 ? 255 : rows);
+}
+
 int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		    struct za_array **out, char *err, size_t errlen)
 {
-	(void)io;
-	(void)p;
-	(void)out;
-	snprintf(err, errlen, "arrays are not implemented yet");
-	return -ENOSYS;
+	struct stat *st = NULL;
+	struct za_array *a = NULL;
+	const char *why = NULL;
+	struct za_geom g = { 0 };
+	unsigned i, j, n = p->nr_paths;
+	int ret;
+
+	if (!name_ok(p->name)) {
+		seterr(err, errlen,
+		       "invalid array name '%s': 1-63 characters of "
+		       "A-Z a-z 0-9 _ . -",
+		       p->name ? p->name : "");
+		return -EINVAL;
+	}
+	g.k = (uint8_t)p->k;
+	g.p = (uint8_t)p->p;
+	g.matrix = ZA_EC_MATRIX_CAUCHY;
+	g.chunk_bytes = p->chunk_bytes ? p->chunk_bytes : 64u << 10;
+	g.stripe_rows = default_rows(g.chunk_bytes);
+	g.lblock_bytes = 4096;
+	g.hdr_bytes = 4096;
+	if (p->k < 1 || p->k > 63 || p->p < 1 || p->p > 6 ||
+	    za_geom_check(&g, &why)) {
+		seterr(err, errlen, "invalid geometry %u+%u, chunk %u: %s",
+		       p->k, p->p, g.chunk_bytes,
+		       why ? why : "data must be 1-63, parity 1-6");
+		return -EINVAL;
+	}
+	if (n < p->k + p->p) {
+		seterr(err, errlen, "%u+%u needs at least %u drives, %u given",
+		       p->k, p->p, p->k + p->p, n);
+		return -EINVAL;
+	}
+	if (p->size_bytes % 4096) {
+		seterr(err, errlen,
+		       "the volume size must be a multiple of 4 KiB");
+		return -EINVAL;
+	}
+	if (n > ZA_SB_MAX_MEMBERS) {
+		seterr(err, errlen, "at most %u drives per array",
+		       ZA_SB_MAX_MEMBERS);
+		return -EINVAL;
+	}
+	st = calloc(n, sizeof(*st));
+	a = array_alloc(io, n);
+	if (!st || !a) {
+		ret = -ENOMEM;
+		seterr(err, errlen, "out of memory");
+		goto err_free;
+	}
+	for (i = 0; i < n; i++) {
+		if (stat(p->paths[i], &st[i])) {
+			ret = -errno;
+			seterr(err, errlen, "%s: %s", p->paths[i],
+			       strerror(errno));
+			goto err_free;
+		}
+		for (j = 0; j < i; j++)
+			if (same_file(&st[i], &st[j])) {
+				ret = -EINVAL;
+				seterr(err, errlen,
+				       "%s and %s are the same drive",
+				       p->paths[j], p->paths[i]);
+				goto err_free;
+			}
+	}
+	/* Open and check every drive before writing anything to any. */
+	for (i = 0; i < n; i++) {
+		struct za_sb *old;
+
+		snprintf(a->paths[i], sizeof(a->paths[i]), "%s", p->paths[i]);
+		ret = za_dev_open(io, p->paths[i], 0, &a->devs[i]);
+		if (ret) {
+			seterr(err, errlen, "%s: %s", p->paths[i],
+			       ret == -EMEDIUMTYPE ?
+				       "not a zoned drive" :
+			       ret == -EWOULDBLOCK || ret == -EBUSY ?
+				       "in use by another process" :
+				       strerror(-ret));
+			if (ret == -EWOULDBLOCK)
+				ret = -EBUSY;
+			goto err_free;
+		}
+		ret = za_sb_check_dev(a->devs[i]);
+		if (ret) {
+			seterr(err, errlen,
+			       "%s: unsuitable drive (too few or too small "
+			       "zones, or blocks other than 4096 bytes)",
+			       p->paths[i]);
+			goto err_free;
+		}
+		old = malloc(sizeof(*old));
+		if (!old) {
+			ret = -ENOMEM;
+			goto err_free;
+		}
+		ret = za_sb_read(a->devs[i], old);
+		if (ret == 0 && !p->force) {
+			char u[37];
+
+			za_uuid_fmt(&old->array_uuid, u);
+			seterr(err, errlen,
+			       "%s belongs to array '%s' (%s); use --force to "
+			       "overwrite it",
+			       p->paths[i], old->name, u);
+			free(old);
+			ret = -EBUSY;
+			goto err_free;
+		}
+		free(old);
+		if (ret && ret != -ENOENT && ret != -EBADMSG &&
+		    ret != -EPROTONOSUPPORT) {
+			seterr(err, errlen, "%s: cannot read: %s", p->paths[i],
+			       strerror(-ret));
+			goto err_free;
+		}
+	}
+	/* Format: clear old superblocks and data zones, then write ours. */
+	ret = za_uuid_gen(&a->sb->array_uuid);
+	if (ret)
+		goto err_free;
+	snprintf(a->sb->name, sizeof(a->sb->name), "%s", p->name);
+	a->sb->generation = 1;
+	a->sb->ctime_s = (uint64_t)time(NULL);
+	a->sb->geom = g;
+	a->sb->volume_bytes = p->size_bytes;
+	a->sb->nr_members = n;
+	for (i = 0; i < n; i++) {
+		struct za_sb_member *m = &a->sb->members[i];
+		const struct za_dev_caps *c = &a->devs[i]->caps;
+		const char *hint = p->paths[i];
+
+		if (strlen(hint) >= ZA_SB_HINT_BYTES)
+			hint += strlen(hint) - (ZA_SB_HINT_BYTES - 1);
+		ret = za_uuid_gen(&m->uuid);
+		if (ret)
+			goto err_free;
+		m->state = ZA_MEMBER_ONLINE;
+		m->nr_zones = c->nr_zones;
+		m->capacity_bytes = c->capacity_bytes;
+		m->zone_size_bytes = c->zone_size_bytes;
+		snprintf(m->path_hint, sizeof(m->path_hint), "%s", hint);
+		a->states[i] = ZA_MEMBER_ONLINE;
+	}
+	for (i = 0; i < n; i++) {
+		ret = za_sb_clear(a->devs[i]);
+		if (!ret)
+			ret = za_engine_format(a->devs[i]);
+		if (!ret) {
+			a->sb->member_uuid = a->sb->members[i].uuid;
+			a->sb->member_idx = i;
+			ret = za_sb_write(a->devs[i], a->sb);
+		}
+		if (ret) {
+			seterr(err, errlen, "%s: formatting failed: %s",
+			       p->paths[i], strerror(-ret));
+			goto err_free;
+		}
+	}
+	ret = engine_start(a, 1, 1);
+	if (ret) {
+		seterr(err, errlen, "cannot start the array: %s",
+		       strerror(-ret));
+		goto err_free;
+	}
+	free(st);
+	za_log_info("array %s created: %u+%u over %u drives", p->name, p->k,
+		    p->p, n);
+	*out = a;
+	return 0;
+
+err_free:
+	free(st);
+	array_free(a);
+	return ret;
 }
+
+/* ---- assemble ---- */
 
 int za_array_assemble(struct za_io *io, const char *name,
 		      const char *const *paths, unsigned n,
 		      struct za_array **out, char *err, size_t errlen)
 {
-	(void)io;
-	(void)name;
-	(void)paths;
-	(void)n;
-	(void)out;
-	snprintf(err, errlen, "arrays are not implemented yet");
-	return -ENOSYS;
+	struct za_dev **devs = NULL;
+	struct za_sb **sbs = NULL;
+	struct za_asm_result *res = NULL;
+	struct za_array *a = NULL;
+	int *rc = NULL, ret;
+	unsigned i, nm;
+	bool changed = false;
+
+	if (!n || n > ZA_SB_MAX_MEMBERS) {
+		seterr(err, errlen, "give between 1 and %u drives",
+		       ZA_SB_MAX_MEMBERS);
+		return -EINVAL;
+	}
+	devs = calloc(n, sizeof(*devs));
+	sbs = calloc(n, sizeof(*sbs));
+	rc = calloc(n, sizeof(*rc));
+	res = calloc(1, sizeof(*res));
+	if (!devs || !sbs || !rc || !res) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		ret = za_dev_open(io, paths[i], 0, &devs[i]);
+		if (ret) {
+			seterr(err, errlen, "%s: %s", paths[i],
+			       ret == -EMEDIUMTYPE ?
+				       "not a zoned drive" :
+			       ret == -EWOULDBLOCK ?
+				       "in use by another process" :
+				       strerror(-ret));
+			if (ret == -EWOULDBLOCK)
+				ret = -EBUSY;
+			goto out;
+		}
+		sbs[i] = malloc(sizeof(**sbs));
+		if (!sbs[i]) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		rc[i] = za_sb_read(devs[i], sbs[i]);
+		if (rc[i]) {
+			free(sbs[i]);
+			sbs[i] = NULL;
+		}
+	}
+	ret = za_sb_assemble((const struct za_sb *const *)sbs, rc, n, name,
+			     res);
+	if (ret == -ENOENT) {
+		seterr(err, errlen, "no drive given belongs to an array '%s'",
+		       name ? name : "");
+		goto out;
+	}
+	if (ret == -EEXIST) {
+		seterr(err, errlen,
+		       "two different arrays are called '%s' among these "
+		       "drives: give the drives of one",
+		       name ? name : "");
+		goto out;
+	}
+	if (ret) {
+		seterr(err, errlen, "assembly failed: %s", strerror(-ret));
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (res->dev_state[i] != ZA_ASM_DEV_MEMBER)
+			za_log_warn("%s: not used: %s", paths[i],
+				    za_asm_dev_str(res->dev_state[i]));
+	nm = res->ref->nr_members;
+	if (res->nr_lost > res->ref->geom.p) {
+		char list[512] = "";
+		size_t off = 0;
+
+		for (i = 0; i < nm && off < sizeof(list) - 64; i++)
+			if (res->member_state[i] == ZA_MEMBER_MISSING ||
+			    res->member_state[i] == ZA_MEMBER_FAILED)
+				off += (size_t)snprintf(
+					list + off, sizeof(list) - off,
+					"%s%u (%s, last seen %s)",
+					off ? ", " : "", i,
+					za_member_state_str(
+						res->member_state[i]),
+					res->ref->members[i].path_hint);
+		seterr(err, errlen,
+		       "array '%s' cannot start: %u members lost, parity "
+		       "covers %u: %s",
+		       res->ref->name, res->nr_lost, res->ref->geom.p, list);
+		ret = -ENXIO;
+		goto out;
+	}
+	a = array_alloc(io, nm);
+	if (!a) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*a->sb = *res->ref;
+	for (i = 0; i < nm; i++) {
+		int d = res->member_dev[i];
+
+		a->states[i] = res->member_state[i];
+		if (a->states[i] != a->sb->members[i].state)
+			changed = true;
+		if (d >= 0) {
+			a->devs[i] = devs[d];
+			devs[d] = NULL;
+			snprintf(a->paths[i], sizeof(a->paths[i]), "%s",
+				 paths[d]);
+		} else {
+			snprintf(a->paths[i], sizeof(a->paths[i]), "%s",
+				 a->sb->members[i].path_hint);
+		}
+	}
+	/*
+	 * Data zones already written are kept (USED) by the engine: nothing
+	 * is overwritten. Sequence numbers and segment ids continue past
+	 * anything on disk once the volume's checkpoint says where (issue
+	 * "volume"); until then a new time base keeps them unique.
+	 */
+	ret = engine_start(a, (uint64_t)time(NULL) << 24,
+			   (uint64_t)time(NULL) << 20);
+	if (ret) {
+		seterr(err, errlen, "cannot start the array: %s",
+		       strerror(-ret));
+		goto out;
+	}
+	if (changed)
+		sb_round(a);
+	za_log_info("array %s assembled: %u members, %u lost", a->sb->name, nm,
+		    res->nr_lost);
+	*out = a;
+	a = NULL;
+	ret = 0;
+out:
+	if (a)
+		array_free(a);
+	for (i = 0; devs && i < n; i++) {
+		if (devs[i])
+			za_dev_close(devs[i]);
+		if (sbs)
+			free(sbs[i]);
+	}
+	free(devs);
+	free(sbs);
+	free(rc);
+	free(res);
+	return ret;
 }
+
+/* ---- running ---- */
 
 int za_array_stop(struct za_array *a)
 {
-	(void)a;
-	return -ENOSYS;
+	int ret = 0;
+
+	if (!a)
+		return 0;
+	a->stopping = true;
+	if (a->eng) {
+		while (za_engine_busy(a->eng) || a->sb_pending)
+			za_io_run_once(a->io);
+		ret = za_engine_flush_sync(a->eng);
+	}
+	za_log_info("array %s stopped", a->sb->name);
+	array_free(a);
+	return ret;
 }
 
 int za_array_destroy(struct za_array *a)
 {
-	(void)a;
-	return -ENOSYS;
+	unsigned i;
+	int ret = 0, r;
+
+	if (!a)
+		return 0;
+	a->stopping = true;
+	if (a->eng) {
+		while (za_engine_busy(a->eng) || a->sb_pending)
+			za_io_run_once(a->io);
+		za_engine_free(a->eng);
+		a->eng = NULL;
+	}
+	for (i = 0; i < a->nr_members; i++) {
+		if (!a->devs[i])
+			continue;
+		r = za_sb_clear(a->devs[i]);
+		if (!r)
+			r = za_engine_format(a->devs[i]);
+		if (r && !ret)
+			ret = r;
+	}
+	za_log_info("array %s destroyed", a->sb->name);
+	array_free(a);
+	return ret;
 }
 
 const char *za_array_name(const struct za_array *a)
 {
-	(void)a;
-	return "";
+	return a->sb->name;
+}
+
+struct za_engine *za_array_engine(struct za_array *a)
+{
+	return a->eng;
 }
 
 int za_array_status(struct za_array *a, struct za_array_status *st)
 {
-	(void)a;
+	unsigned i, lost = za_engine_nr_lost(a->eng);
+	uint64_t used_zone_bytes = 0;
+
 	memset(st, 0, sizeof(*st));
-	return -ENOSYS;
+	st->members = calloc(a->nr_members, sizeof(*st->members));
+	if (!st->members)
+		return -ENOMEM;
+	snprintf(st->name, sizeof(st->name), "%s", a->sb->name);
+	st->uuid = a->sb->array_uuid;
+	st->state = !lost		  ? ZA_ARRAY_HEALTHY :
+		    lost <= a->sb->geom.p ? ZA_ARRAY_DEGRADED :
+					    ZA_ARRAY_FAILED;
+	st->k = a->sb->geom.k;
+	st->p = a->sb->geom.p;
+	st->chunk_bytes = a->sb->geom.chunk_bytes;
+	st->size_bytes = a->sb->volume_bytes;
+	st->generation = a->sb->generation;
+	st->nr_members = a->nr_members;
+	for (i = 0; i < a->nr_members; i++) {
+		struct za_array_member_status *m = &st->members[i];
+		struct za_member_stats ms;
+
+		za_engine_member_stats(a->eng, i, &ms);
+		snprintf(m->path, sizeof(m->path), "%s", a->paths[i]);
+		m->uuid = a->sb->members[i].uuid;
+		m->idx = i;
+		m->state = za_engine_member_state(a->eng, i);
+		m->size_bytes = a->sb->members[i].capacity_bytes;
+		m->used_bytes =
+			ms.used_zones * a->sb->members[i].zone_size_bytes;
+		m->err_read = ms.err_read;
+		m->err_write = ms.err_write;
+		m->err_checksum = ms.err_checksum;
+		m->repaired_bytes = ms.repaired_bytes;
+		used_zone_bytes += m->used_bytes;
+	}
+	/* Space allocated to segments, data share only. */
+	st->used_bytes = used_zone_bytes * st->k / (st->k + st->p);
+	return 0;
 }
 
 int za_array_fail(struct za_array *a, const char *path, char *err,
 		  size_t errlen)
 {
-	(void)a;
-	(void)path;
-	snprintf(err, errlen, "arrays are not implemented yet");
-	return -ENOSYS;
+	unsigned i;
+
+	for (i = 0; i < a->nr_members; i++)
+		if (!strcmp(a->paths[i], path))
+			break;
+	if (i == a->nr_members) {
+		seterr(err, errlen, "%s is not a member of array '%s'", path,
+		       a->sb->name);
+		return -ENOENT;
+	}
+	if (a->states[i] == ZA_MEMBER_FAILED) {
+		seterr(err, errlen, "%s is already failed", path);
+		return -EALREADY;
+	}
+	if (a->states[i] != ZA_MEMBER_ONLINE &&
+	    a->states[i] != ZA_MEMBER_DRAINING) {
+		seterr(err, errlen, "%s is %s", path,
+		       za_member_state_str(a->states[i]));
+		return -EINVAL;
+	}
+	za_log_warn("array %s: member %u (%s) failed by request", a->sb->name,
+		    i, path);
+	za_engine_member_fail(a->eng, i, -ECANCELED);
+	return 0;
 }

@@ -19,6 +19,7 @@
 #include "sb.h"
 
 struct za_array;
+struct za_engine;
 
 enum za_array_state {
 	ZA_ARRAY_HEALTHY = 1,
@@ -77,6 +78,8 @@ int za_array_stop(struct za_array *a);
 int za_array_destroy(struct za_array *a);
 
 const char *za_array_name(const struct za_array *a);
+/* The array's segment engine (for the volume, tools and tests). */
+struct za_engine *za_array_engine(struct za_array *a);
 
 struct za_array_member_status {
 	char path[256];

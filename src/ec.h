@@ -56,5 +56,7 @@ int za_ec_reconstruct(struct za_ec *ec, size_t len, uint8_t *const *chunks,
 		      uint64_t avail_mask, uint64_t want_mask);
 
 void za_ec_get_stats(const struct za_ec *ec, struct za_ec_stats *st);
+/* Decode tables held now: bounded, whatever the number of patterns seen. */
+unsigned za_ec_cached_tables(const struct za_ec *ec);
 
 #endif /* ZA_EC_H */

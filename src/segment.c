@@ -1,0 +1,1414 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * segment.c - the segment engine: write sets, full-stripe writes, verified
+ * and degraded reads, member exclusion.
+ *
+ * Big theory
+ * ----------
+ * Members are zoned drives. Zones 0 and 1 of each hold its superblock log
+ * (sb.c); conventional zones are left alone; every other zone is a "data
+ * zone", FREE (empty), USED (part of a segment, or holding data this engine
+ * did not place) or BAD (offline, read-only).
+ *
+ * A segment is k+p data zones on k+p distinct members (its columns). It is
+ * written as a log of stripes, each stripe one slot of every column at the
+ * same zone offset (stripe.h draws a slot):
+ *
+ *            member 3     member 7     member 0    ...  member 11
+ *   zone       z41          z12          z40             z9
+ *   stripe 0 [hdr|d0 ]   [hdr|d1 ]   [hdr|d2 ]  ...  [hdr|P1 ]
+ *   stripe 1 [hdr|d0 ]   [hdr|d1 ]   [hdr|d2 ]  ...  [hdr|P1 ]
+ *   ...
+ *
+ * Where each chunk lands: every column is written with WRITE at its zone's
+ * write pointer, stripes of a segment in order, so stripe i sits at
+ * i * slot in every zone of the segment and no landing offsets need to be
+ * recorded (the trap "where does each chunk land" is decided for host
+ * serialisation; native append is not used for data). A segment is as long
+ * as its shortest zone.
+ *
+ * The write set: as many segments "taking" stripes as fit on disjoint
+ * writable members (floor(writable / (k+p))), so that every member writes.
+ * Stripes go to the taking segment with the fewest in flight (at most
+ * inflight_per_seg each, in stripe order per zone, which the device layer
+ * keeps). A segment whose last slot is handed out stops taking, and a new
+ * one is opened on the members with the most free zones that are not in
+ * another taking segment; ties rotate. So load and capacity spread over
+ * all members, mixed sizes included (bigger drives are picked more often),
+ * and each member holds at most one zone of the write set open, well
+ * inside ZNS open/active limits.
+ *
+ * A stripe is complete when all k+p column writes completed; only then
+ * does its done() run and anyone learn where it is (invariant 2). If a
+ * column fails, the segment stops taking (it is sealed at the stripes that
+ * completed), an -EIO/-ENODEV excludes the member at once (invariant 4: no
+ * later segment is placed on it), and every stripe of that segment that
+ * did not complete is written again, whole, from the buffer still held,
+ * into a new segment, with a new sequence number.
+ *
+ * Reads are per (stripe, column) unit: the column's header and the needed
+ * payload range are read, every block is checked against the CRC in the
+ * header, and the header against the segment it should belong to. A unit
+ * that fails (I/O error, bad header, bad CRC, failed member) is decoded
+ * from k other columns of the same stripe, read the same way and verified
+ * too; if fewer than k verify, the read fails with -EIO (invariant 5).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "byteorder.h"
+#include "crc.h"
+#include "ec.h"
+#include "log.h"
+#include "segment.h"
+
+enum zkind {
+	Z_FREE = 0,
+	Z_RESERVED, /* superblock or conventional */
+	Z_USED,
+	Z_BAD,
+};
+
+struct member {
+	struct za_dev *dev;
+	uint8_t state; /* enum za_member_state */
+	uint32_t nr_zones;
+	uint8_t *zkind;
+	uint64_t *zcap;
+	uint64_t zone_bytes;
+	uint32_t free_zones;
+	uint32_t hint; /* next zone to look at */
+	unsigned active; /* engine zones open on it */
+	unsigned limit; /* max engine zones open at once */
+	bool taking; /* in a taking segment */
+	struct za_member_stats st;
+};
+
+struct za_segment {
+	struct za_engine *eng;
+	uint64_t id;
+	enum za_seg_state state;
+	bool taking;
+	uint32_t nr_stripes;
+	uint32_t next_stripe;
+	unsigned inflight;
+	uint16_t member[ZA_EC_MAX_WIDTH];
+	uint32_t zone[ZA_EC_MAX_WIDTH];
+	struct za_segment *hnext;
+	/* FINISH of the columns once sealed and idle */
+	struct za_dev_req *fin;
+	unsigned fin_pending;
+	bool finished;
+};
+
+#define SEG_HASH 4096u
+
+struct za_engine {
+	struct za_io *io;
+	struct za_geom geom;
+	struct za_stripe_layout l;
+	struct za_uuid uuid;
+	struct za_ec *ec;
+	unsigned nr_members;
+	struct member *m;
+	uint64_t seq;
+	uint64_t next_seg_id;
+	unsigned inflight_per_seg;
+	uint32_t io_max; /* largest READ/WRITE every member takes */
+	unsigned parts; /* requests per column write */
+	unsigned rot; /* placement tie-break rotation */
+	struct za_segment *hash[SEG_HASH];
+	struct za_segment *taking[ZA_SB_MAX_MEMBERS];
+	unsigned nr_taking;
+	struct za_stripe_w *pend_head, *pend_tail;
+	struct za_stripe_w *pool;
+	bool pumping;
+	unsigned inflight; /* stripes being written */
+	unsigned fin_pending; /* FINISH requests in flight */
+	unsigned reads; /* reads in flight */
+	struct za_engine_stats st;
+	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
+			      void *priv);
+	void *priv;
+	uint8_t zero_blk[4096] __attribute__((aligned(4096)));
+};
+
+static bool writable(const struct member *m)
+{
+	return m->dev && m->state == ZA_MEMBER_ONLINE;
+}
+
+static bool readable(const struct member *m)
+{
+	return m->dev &&
+	       (m->state == ZA_MEMBER_ONLINE || m->state == ZA_MEMBER_DRAINING);
+}
+
+static struct za_segment *seg_find(const struct za_engine *e, uint64_t id)
+{
+	struct za_segment *s;
+
+	for (s = e->hash[id % SEG_HASH]; s; s = s->hnext)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+/* ---- construction ---- */
+
+int za_engine_format(struct za_dev *dev)
+{
+	struct za_zone *z;
+	unsigned nr, i;
+	int ret;
+
+	ret = za_dev_report_all(dev, &z, &nr);
+	if (ret)
+		return ret;
+	for (i = ZA_SB_ZONES; i < nr; i++) {
+		if (z[i].type == ZA_ZONE_TYPE_CNV ||
+		    z[i].cond == ZA_ZONE_COND_EMPTY ||
+		    z[i].cond == ZA_ZONE_COND_OFFLINE ||
+		    z[i].cond == ZA_ZONE_COND_READONLY)
+			continue;
+		ret = za_dev_io_sync(dev, ZA_DEV_OP_RESET, z[i].start_bytes,
+				     NULL, 0, NULL);
+		if (ret) {
+			za_log_err("%s: zone %u: reset failed: %s", dev->path,
+				   i, strerror(-ret));
+			break;
+		}
+	}
+	free(z);
+	return ret;
+}
+
+static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev)
+{
+	struct member *m = &e->m[idx];
+	const struct za_dev_caps *c = &dev->caps;
+	struct za_zone *z;
+	unsigned nr, i, lim;
+	int ret;
+
+	m->dev = dev;
+	if (c->lblock_bytes != 4096 || c->write_gran_bytes > 4096 ||
+	    4096 % c->write_gran_bytes ||
+	    e->l.chunk_bytes % c->write_gran_bytes) {
+		za_log_err("%s: block %u / write granularity %u: zarray needs "
+			   "4096-byte blocks and a granularity dividing 4096",
+			   dev->path, c->lblock_bytes, c->write_gran_bytes);
+		return -EINVAL;
+	}
+	ret = za_dev_report_all(dev, &z, &nr);
+	if (ret) {
+		za_log_err("%s: zone report failed: %s", dev->path,
+			   strerror(-ret));
+		return ret;
+	}
+	m->nr_zones = nr;
+	m->zone_bytes = c->zone_size_bytes;
+	m->zkind = calloc(nr, 1);
+	m->zcap = calloc(nr, sizeof(*m->zcap));
+	if (!m->zkind || !m->zcap) {
+		free(z);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		m->zcap[i] = z[i].cap_bytes;
+		if (i < ZA_SB_ZONES || z[i].type == ZA_ZONE_TYPE_CNV)
+			m->zkind[i] = Z_RESERVED;
+		else if (z[i].cond == ZA_ZONE_COND_OFFLINE ||
+			 z[i].cond == ZA_ZONE_COND_READONLY)
+			m->zkind[i] = Z_BAD;
+		else if (z[i].cond != ZA_ZONE_COND_EMPTY)
+			m->zkind[i] = Z_USED;
+		else if (z[i].cap_bytes < e->l.slot_bytes)
+			m->zkind[i] = Z_BAD; /* too small for one stripe */
+		else {
+			m->zkind[i] = Z_FREE;
+			m->free_zones++;
+		}
+	}
+	free(z);
+	lim = c->max_active_zones;
+	if (c->max_open_zones && (!lim || c->max_open_zones < lim))
+		lim = c->max_open_zones;
+	/* The superblock zones may stay open/active: leave them room. */
+	m->limit = !lim ? ~0u : lim > ZA_SB_ZONES + 1 ? lim - ZA_SB_ZONES : 1;
+	if (c->max_io_bytes < e->io_max)
+		e->io_max = c->max_io_bytes & ~4095u;
+	return 0;
+}
+
+int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
+		  struct za_engine **out)
+{
+	struct za_engine *e;
+	unsigned i;
+	int ret;
+
+	if (!prm->nr_members || prm->nr_members > ZA_SB_MAX_MEMBERS)
+		return -EINVAL;
+	e = aligned_alloc(4096, (sizeof(*e) + 4095) & ~(size_t)4095);
+	if (!e)
+		return -ENOMEM;
+	memset(e, 0, sizeof(*e));
+	e->io = io;
+	e->geom = prm->geom;
+	e->uuid = prm->array_uuid;
+	e->seq = prm->next_seq;
+	e->next_seg_id = prm->next_seg_id;
+	e->inflight_per_seg = prm->inflight_per_seg ? prm->inflight_per_seg : 4;
+	e->member_failed = prm->member_failed;
+	e->priv = prm->priv;
+	e->io_max = 1u << 30;
+	ret = za_stripe_layout_init(&e->l, &prm->geom);
+	if (ret)
+		goto err_free;
+	ret = za_ec_new(e->l.k, e->l.p, &e->ec);
+	if (ret)
+		goto err_free;
+	e->nr_members = prm->nr_members;
+	e->m = calloc(prm->nr_members, sizeof(*e->m));
+	if (!e->m) {
+		ret = -ENOMEM;
+		goto err_ec;
+	}
+	for (i = 0; i < prm->nr_members; i++) {
+		e->m[i].state = prm->states[i];
+		if (!prm->devs[i]) {
+			if (e->m[i].state == ZA_MEMBER_ONLINE ||
+			    e->m[i].state == ZA_MEMBER_DRAINING)
+				e->m[i].state = ZA_MEMBER_MISSING;
+			continue;
+		}
+		ret = member_init(e, i, prm->devs[i]);
+		if (ret)
+			goto err_members;
+	}
+	if (e->io_max < 4096) {
+		ret = -EINVAL;
+		goto err_members;
+	}
+	e->parts = (unsigned)((e->l.slot_bytes + e->io_max - 1) / e->io_max);
+	*out = e;
+	return 0;
+
+err_members:
+	for (i = 0; i < prm->nr_members; i++) {
+		free(e->m[i].zkind);
+		free(e->m[i].zcap);
+	}
+	free(e->m);
+err_ec:
+	za_ec_free(e->ec);
+err_free:
+	free(e);
+	return ret;
+}
+
+void za_engine_free(struct za_engine *e)
+{
+	struct za_stripe_w *s;
+	unsigned i;
+
+	if (!e)
+		return;
+	for (i = 0; i < SEG_HASH; i++) {
+		struct za_segment *g = e->hash[i], *n;
+
+		for (; g; g = n) {
+			n = g->hnext;
+			free(g->fin);
+			free(g);
+		}
+	}
+	while ((s = e->pool)) {
+		e->pool = s->next;
+		free(s->buf);
+		free(s->lbas);
+		free(s->reqs);
+		free(s);
+	}
+	for (i = 0; i < e->nr_members; i++) {
+		free(e->m[i].zkind);
+		free(e->m[i].zcap);
+	}
+	free(e->m);
+	za_ec_free(e->ec);
+	free(e);
+}
+
+bool za_engine_busy(const struct za_engine *e)
+{
+	return e->inflight || e->pend_head || e->fin_pending || e->reads;
+}
+
+const struct za_stripe_layout *za_engine_layout(const struct za_engine *e)
+{
+	return &e->l;
+}
+
+/* ---- placement ---- */
+
+static uint32_t take_zone(struct member *m)
+{
+	uint32_t i, z;
+
+	for (i = 0; i < m->nr_zones; i++) {
+		z = (m->hint + i) % m->nr_zones;
+		if (m->zkind[z] == Z_FREE) {
+			m->zkind[z] = Z_USED;
+			m->free_zones--;
+			m->hint = z + 1;
+			return z;
+		}
+	}
+	assert(0 && "free_zones out of sync");
+	return 0;
+}
+
+/* Is a better placement candidate than b (more free zones, then rotation)? */
+static bool better(const struct za_engine *e, unsigned a, unsigned b)
+{
+	const struct member *ma = &e->m[a], *mb = &e->m[b];
+
+	if (ma->free_zones != mb->free_zones)
+		return ma->free_zones > mb->free_zones;
+	return (a + e->nr_members - e->rot % e->nr_members) % e->nr_members <
+	       (b + e->nr_members - e->rot % e->nr_members) % e->nr_members;
+}
+
+static struct za_segment *seg_open(struct za_engine *e)
+{
+	unsigned cand[ZA_SB_MAX_MEMBERS], n = 0, i, j, w = e->l.width;
+	struct za_segment *g;
+	uint64_t min_cap = UINT64_MAX;
+
+	for (i = 0; i < e->nr_members; i++) {
+		struct member *m = &e->m[i];
+
+		if (writable(m) && !m->taking && m->free_zones &&
+		    m->active < m->limit)
+			cand[n++] = i;
+	}
+	if (n < w)
+		return NULL;
+	/* Partial selection sort: the w best candidates first. */
+	for (i = 0; i < w; i++) {
+		unsigned best = i;
+
+		for (j = i + 1; j < n; j++)
+			if (better(e, cand[j], cand[best]))
+				best = j;
+		j = cand[i];
+		cand[i] = cand[best];
+		cand[best] = j;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->eng = e;
+	g->id = e->next_seg_id++;
+	g->state = ZA_SEG_OPEN;
+	g->taking = true;
+	for (i = 0; i < w; i++) {
+		struct member *m = &e->m[cand[i]];
+
+		g->member[i] = (uint16_t)cand[i];
+		g->zone[i] = take_zone(m);
+		m->active++;
+		m->taking = true;
+		if (m->zcap[g->zone[i]] < min_cap)
+			min_cap = m->zcap[g->zone[i]];
+	}
+	g->nr_stripes = (uint32_t)(min_cap / e->l.slot_bytes);
+	g->hnext = e->hash[g->id % SEG_HASH];
+	e->hash[g->id % SEG_HASH] = g;
+	e->taking[e->nr_taking++] = g;
+	e->rot += w;
+	e->st.segs_opened++;
+	za_log_debug("segment %llu opened: %u stripes",
+		     (unsigned long long)g->id, g->nr_stripes);
+	return g;
+}
+
+static void seg_finish_done(struct za_dev_req *req)
+{
+	struct za_segment *g = req->priv;
+
+	if (req->result && req->result != -ENODEV)
+		za_log_warn("%s: zone at %llu: finish failed: %s",
+			    req->dev->path, (unsigned long long)req->off_bytes,
+			    strerror(-req->result));
+	g->eng->fin_pending--;
+	if (--g->fin_pending == 0) {
+		free(g->fin);
+		g->fin = NULL;
+	}
+}
+
+/*
+ * A segment that takes no more stripes and has none in flight: FINISH its
+ * zones (releasing open/active resources on the drives) and stop counting
+ * them against the members' limits.
+ */
+static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
+{
+	unsigned i, w = e->l.width;
+
+	if (g->taking || g->inflight || g->finished)
+		return;
+	g->finished = true;
+	g->state = ZA_SEG_SEALED;
+	e->st.segs_sealed++;
+	g->fin = calloc(w, sizeof(*g->fin));
+	for (i = 0; i < w; i++) {
+		struct member *m = &e->m[g->member[i]];
+		uint64_t zstart = (uint64_t)g->zone[i] * m->zone_bytes;
+
+		m->active--;
+		if (!g->fin || !writable(m) ||
+		    (uint64_t)g->next_stripe * e->l.slot_bytes >=
+			    m->zcap[g->zone[i]])
+			continue;
+		g->fin[i].op = ZA_DEV_OP_FINISH;
+		g->fin[i].off_bytes = zstart;
+		g->fin[i].done = seg_finish_done;
+		g->fin[i].priv = g;
+		g->fin_pending++;
+		e->fin_pending++;
+		za_dev_submit(m->dev, &g->fin[i]);
+	}
+	if (g->fin && !g->fin_pending) {
+		free(g->fin);
+		g->fin = NULL;
+	}
+}
+
+/* Stop @g taking stripes (full, or a column failed). */
+static void seg_stop_taking(struct za_engine *e, struct za_segment *g)
+{
+	unsigned i;
+
+	if (!g->taking)
+		return;
+	g->taking = false;
+	for (i = 0; i < e->l.width; i++)
+		e->m[g->member[i]].taking = false;
+	for (i = 0; i < e->nr_taking; i++)
+		if (e->taking[i] == g) {
+			e->taking[i] = e->taking[--e->nr_taking];
+			break;
+		}
+	seg_maybe_finish(e, g);
+}
+
+/* ---- writing ---- */
+
+struct za_stripe_w *za_engine_stripe_get(struct za_engine *e)
+{
+	struct za_stripe_w *s = e->pool;
+
+	if (s) {
+		e->pool = s->next;
+	} else {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		if (posix_memalign((void **)&s->buf, 4096,
+				   e->l.width * e->l.slot_bytes))
+			s->buf = NULL;
+		s->lbas = calloc(e->l.data_blocks, sizeof(*s->lbas));
+		s->reqs =
+			calloc((size_t)e->l.width * e->parts, sizeof(*s->reqs));
+		if (!s->buf || !s->lbas || !s->reqs) {
+			free(s->buf);
+			free(s->lbas);
+			free(s->reqs);
+			free(s);
+			return NULL;
+		}
+	}
+	s->eng = e;
+	s->next = NULL;
+	s->nr_blocks = 0;
+	s->kind = ZA_STRIPE_DATA;
+	s->done = NULL;
+	s->priv = NULL;
+	s->tries = 0;
+	return s;
+}
+
+void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s)
+{
+	s->next = e->pool;
+	e->pool = s;
+}
+
+uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
+			   uint32_t b)
+{
+	unsigned col;
+	uint32_t cb;
+
+	assert(b < e->l.data_blocks);
+	za_stripe_locate(&e->l, b, &col, &cb);
+	return s->buf + col * e->l.slot_bytes + ZA_STRIPE_HDR_BYTES +
+	       (uint64_t)cb * 4096;
+}
+
+/* Fill headers, LBA tables and parity of @s for segment @g. */
+static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
+			   struct za_segment *g)
+{
+	const struct za_stripe_layout *l = &e->l;
+	uint8_t *payload[ZA_EC_MAX_WIDTH], *lbat[ZA_EC_MAX_WIDTH];
+	struct za_stripe_hdr h;
+	unsigned c, i;
+	uint32_t j;
+
+	for (c = 0; c < l->width; c++) {
+		uint8_t *col = s->buf + c * l->slot_bytes;
+
+		payload[c] = col + ZA_STRIPE_HDR_BYTES;
+		lbat[c] = col + ZA_STRIPE_LBA_OFF;
+	}
+	/* Padding blocks are zeroed: nothing stale reaches a drive. */
+	for (j = s->nr_blocks; j < l->data_blocks; j++)
+		memset(za_stripe_w_block(e, s, j), 0, 4096);
+	for (c = 0; c < l->k; c++)
+		for (j = 0; j < l->col_blocks; j++) {
+			uint32_t b = za_stripe_block_of(l, c, j);
+			uint64_t lba = b < s->nr_blocks ? s->lbas[b] :
+							  ZA_STRIPE_LBA_NONE;
+
+			za_put_le64(lbat[c] + 8 * j, lba);
+		}
+	for (c = 0; c < l->k; c++)
+		memset(lbat[c] + 8 * l->col_blocks, 0,
+		       ZA_STRIPE_LBA_BYTES - 8 * l->col_blocks);
+	za_ec_encode(e->ec, l->col_payload_bytes, payload);
+	za_ec_encode(e->ec, ZA_STRIPE_LBA_BYTES, lbat);
+
+	memset(&h, 0, sizeof(h));
+	h.array_uuid = e->uuid;
+	h.seg_id = g->id;
+	h.seq = s->seq;
+	h.stripe_idx = s->stripe_idx;
+	h.k = (uint8_t)l->k;
+	h.p = (uint8_t)l->p;
+	h.rows = (uint8_t)l->rows;
+	h.kind = s->kind;
+	h.chunk_bytes = l->chunk_bytes;
+	h.nr_blocks = s->nr_blocks;
+	for (i = 0; i < l->width; i++)
+		h.members[i] = g->member[i];
+	for (c = 0; c < l->width; c++) {
+		h.col = (uint8_t)c;
+		for (j = 0; j < l->col_blocks; j++)
+			h.blk_crc[j] = za_crc32c(
+				payload[c] + (uint64_t)j * 4096, 4096);
+		h.lba_crc = za_crc32c(lbat[c], ZA_STRIPE_LBA_BYTES);
+		za_stripe_hdr_encode(&h, s->buf + c * l->slot_bytes);
+	}
+}
+
+static void pump(struct za_engine *e);
+static void col_write_done(struct za_dev_req *req);
+
+static void stripe_fail_all(struct za_engine *e, int err)
+{
+	struct za_stripe_w *s;
+
+	while ((s = e->pend_head)) {
+		e->pend_head = s->next;
+		if (!e->pend_head)
+			e->pend_tail = NULL;
+		s->done(s, err);
+	}
+}
+
+static struct za_segment *pick_seg(struct za_engine *e)
+{
+	struct za_segment *best = NULL;
+	unsigned i;
+
+	for (i = 0; i < e->nr_taking; i++) {
+		struct za_segment *g = e->taking[i];
+
+		if (g->inflight >= e->inflight_per_seg)
+			continue;
+		if (!best || g->inflight < best->inflight)
+			best = g;
+	}
+	return best;
+}
+
+static unsigned nr_writable(const struct za_engine *e)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < e->nr_members; i++)
+		n += writable(&e->m[i]);
+	return n;
+}
+
+static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
+			    struct za_segment *g)
+{
+	const struct za_stripe_layout *l = &e->l;
+	unsigned c, part;
+
+	s->seg = g;
+	s->stripe_idx = g->next_stripe++;
+	s->seq = e->seq++;
+	s->fail_mask = 0;
+	g->inflight++;
+	if (g->next_stripe == g->nr_stripes)
+		seg_stop_taking(e, g);
+	stripe_prepare(e, s, g);
+	s->pending = l->width * e->parts;
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
+			       (uint64_t)s->stripe_idx * l->slot_bytes;
+
+		for (part = 0; part < e->parts; part++) {
+			struct za_dev_req *r = &s->reqs[c * e->parts + part];
+			uint64_t po = (uint64_t)part * e->io_max;
+			uint64_t len = l->slot_bytes - po;
+
+			if (len > e->io_max)
+				len = e->io_max;
+			memset(r, 0, sizeof(*r));
+			r->op = ZA_DEV_OP_WRITE;
+			r->off_bytes = off + po;
+			r->len_bytes = len;
+			r->buf = s->buf + c * l->slot_bytes + po;
+			r->done = col_write_done;
+			r->priv = s;
+			za_dev_submit(m->dev, r);
+		}
+	}
+}
+
+static void pump(struct za_engine *e)
+{
+	struct za_segment *g;
+	struct za_stripe_w *s;
+
+	if (e->pumping)
+		return;
+	e->pumping = true;
+	while (e->pend_head) {
+		/* Keep the write set full, then spread over it. */
+		while (e->nr_taking < nr_writable(e) / e->l.width &&
+		       seg_open(e))
+			;
+		g = pick_seg(e);
+		if (!g) {
+			/* Nothing in flight will free a slot: give up. */
+			if (!e->inflight) {
+				za_log_err("no segment can be opened: %u "
+					   "writable members for %u columns",
+					   nr_writable(e), e->l.width);
+				stripe_fail_all(e, -ENOSPC);
+			}
+			break;
+		}
+		s = e->pend_head;
+		e->pend_head = s->next;
+		if (!e->pend_head)
+			e->pend_tail = NULL;
+		e->inflight++;
+		stripe_dispatch(e, s, g);
+	}
+	e->pumping = false;
+}
+
+static void enqueue(struct za_engine *e, struct za_stripe_w *s, bool front)
+{
+	s->next = NULL;
+	if (front) {
+		s->next = e->pend_head;
+		e->pend_head = s;
+		if (!e->pend_tail)
+			e->pend_tail = s;
+	} else if (e->pend_tail) {
+		e->pend_tail->next = s;
+		e->pend_tail = s;
+	} else {
+		e->pend_head = e->pend_tail = s;
+	}
+}
+
+void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
+{
+	assert(s->nr_blocks <= e->l.data_blocks && s->done);
+	s->tries = 0;
+	enqueue(e, s, false);
+	pump(e);
+}
+
+static void member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
+{
+	struct member *m = &e->m[idx];
+	unsigned i, c;
+
+	if (m->state == ZA_MEMBER_FAILED || m->state == ZA_MEMBER_REMOVED)
+		return;
+	m->state = ZA_MEMBER_FAILED;
+	za_log_err("%s: member %u failed (%s): excluded from new segments",
+		   m->dev ? m->dev->path : "(missing)", idx, strerror(-err));
+	/* Segments still taking stripes on it stop now (invariant 4). */
+	for (i = 0; i < e->nr_taking;) {
+		struct za_segment *g = e->taking[i];
+		bool has = false;
+
+		for (c = 0; c < e->l.width; c++)
+			has |= g->member[c] == idx;
+		if (has)
+			seg_stop_taking(e, g); /* swaps in the last one */
+		else
+			i++;
+	}
+	if (notify && e->member_failed)
+		e->member_failed(e, idx, err, e->priv);
+}
+
+void za_engine_member_fail(struct za_engine *e, unsigned idx, int err)
+{
+	assert(idx < e->nr_members);
+	member_fail(e, idx, err ? err : -EIO, true);
+	pump(e);
+}
+
+static void col_write_done(struct za_dev_req *req)
+{
+	struct za_stripe_w *s = req->priv;
+	struct za_engine *e = s->eng;
+	struct za_segment *g = s->seg;
+	unsigned idx = (unsigned)(req - s->reqs) / e->parts;
+	struct member *m = &e->m[g->member[idx]];
+
+	if (req->result) {
+		if (!(s->fail_mask & (1ull << idx))) {
+			m->st.err_write++;
+			za_log_err("%s: zone %u offset %llu: stripe write "
+				   "failed: %s",
+				   m->dev->path, g->zone[idx],
+				   (unsigned long long)req->off_bytes,
+				   strerror(-req->result));
+		}
+		s->fail_mask |= 1ull << idx;
+		if (req->result == -EIO || req->result == -ENODEV)
+			member_fail(e, g->member[idx], req->result, true);
+		seg_stop_taking(e, g);
+	}
+	if (--s->pending)
+		return;
+	g->inflight--;
+	e->inflight--;
+	if (!s->fail_mask) {
+		s->seg_id = g->id;
+		e->st.stripes_written++;
+		seg_maybe_finish(e, g);
+		s->done(s, 0);
+	} else {
+		seg_maybe_finish(e, g);
+		if (++s->tries > 8) {
+			s->done(s, -EIO);
+		} else {
+			e->st.stripes_rewritten++;
+			enqueue(e, s, true);
+		}
+	}
+	pump(e);
+}
+
+/* ---- flush ---- */
+
+static void flush_done(struct za_dev_req *req)
+{
+	struct za_engine_flush *f = req->priv;
+	struct za_engine *e = f->eng;
+	unsigned idx = (unsigned)(req - f->reqs);
+
+	if (req->result) {
+		e->m[idx].st.err_write++;
+		member_fail(e, idx, req->result, true);
+	}
+	if (--f->pending)
+		return;
+	free(f->reqs);
+	f->reqs = NULL;
+	f->done(f, za_engine_nr_lost(e) > e->l.p ? -EIO : 0);
+	pump(e);
+}
+
+static void flush_none(struct za_io_defer *d)
+{
+	struct za_engine_flush *f =
+		(struct za_engine_flush *)((char *)d -
+					   offsetof(struct za_engine_flush,
+						    defer));
+
+	f->done(f, za_engine_nr_lost(f->eng) > f->eng->l.p ? -EIO : 0);
+}
+
+void za_engine_flush(struct za_engine *e, struct za_engine_flush *f)
+{
+	unsigned i;
+
+	f->eng = e;
+	f->result = 0;
+	f->pending = 0;
+	f->reqs = calloc(e->nr_members, sizeof(*f->reqs));
+	if (!f->reqs) {
+		f->defer.fn = flush_none; /* reports the state; see below */
+		za_io_defer(e->io, &f->defer);
+		return;
+	}
+	for (i = 0; i < e->nr_members; i++)
+		if (readable(&e->m[i]))
+			f->pending++;
+	for (i = 0; i < e->nr_members; i++) {
+		if (!readable(&e->m[i]))
+			continue;
+		f->reqs[i].op = ZA_DEV_OP_FLUSH;
+		f->reqs[i].done = flush_done;
+		f->reqs[i].priv = f;
+		za_dev_submit(e->m[i].dev, &f->reqs[i]);
+	}
+	if (!f->pending) {
+		/* Nothing to flush: still complete on the loop, never inline. */
+		free(f->reqs);
+		f->reqs = NULL;
+		f->defer.fn = flush_none;
+		za_io_defer(e->io, &f->defer);
+	}
+}
+
+/* ---- reading ---- */
+
+/*
+ * One column of one stripe, read for a unit: its header and the payload
+ * blocks [lo, lo + n), verified.
+ */
+struct col_io {
+	struct rd_unit *u;
+	unsigned col;
+	uint8_t *hdr; /* 4096 */
+	uint8_t *data; /* n * 4096 */
+	struct za_dev_req *reqs; /* 1 + data parts */
+	unsigned nreq, pending;
+	int err;
+};
+
+struct rd_unit {
+	struct za_read *r;
+	struct za_segment *g;
+	uint32_t stripe_idx;
+	unsigned col; /* the column the reader wants */
+	uint32_t lo, n; /* payload block range of that column */
+	uint64_t good; /* columns read and verified over [lo, lo + n) */
+	uint64_t tried; /* columns read (or given up on) */
+	unsigned outstanding;
+	bool degraded;
+	struct col_io *cio[ZA_EC_MAX_WIDTH];
+};
+
+static void unit_step(struct rd_unit *u);
+
+static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
+		       uint32_t j, uint64_t *dst_blk)
+{
+	const struct za_read *r = u->r;
+	uint64_t d = (uint64_t)u->stripe_idx * e->l.data_blocks +
+		     za_stripe_block_of(&e->l, u->col, j);
+
+	if (d < r->dpos || d >= r->dpos + r->nr_blocks)
+		return false;
+	*dst_blk = d - r->dpos;
+	return true;
+}
+
+/* Check one column's header and blocks; 0 or -EBADMSG. */
+static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
+		      bool only_wanted)
+{
+	const struct za_stripe_layout *l = &e->l;
+	struct za_stripe_hdr h;
+	uint64_t dst;
+	unsigned i;
+	uint32_t j;
+
+	if (za_stripe_hdr_decode(ci->hdr, &h))
+		return -EBADMSG;
+	if (!za_uuid_eq(&h.array_uuid, &e->uuid) || h.seg_id != u->g->id ||
+	    h.stripe_idx != u->stripe_idx || h.col != ci->col || h.k != l->k ||
+	    h.p != l->p || h.rows != l->rows || h.chunk_bytes != l->chunk_bytes)
+		return -EBADMSG;
+	for (i = 0; i < l->width; i++)
+		if (h.members[i] != u->g->member[i])
+			return -EBADMSG;
+	for (j = 0; j < u->n; j++) {
+		if (only_wanted && !unit_wants(e, u, u->lo + j, &dst))
+			continue;
+		if (za_crc32c(ci->data + (uint64_t)j * 4096, 4096) !=
+		    h.blk_crc[u->lo + j])
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+static void col_io_free(struct col_io *ci)
+{
+	if (!ci)
+		return;
+	free(ci->hdr);
+	free(ci->data);
+	free(ci->reqs);
+	free(ci);
+}
+
+static void col_read_done(struct za_dev_req *req)
+{
+	struct col_io *ci = req->priv;
+	struct rd_unit *u = ci->u;
+	struct za_engine *e = u->r->eng;
+	unsigned midx = u->g->member[ci->col];
+	struct member *m = &e->m[midx];
+
+	if (req->result && !ci->err) {
+		ci->err = req->result;
+		m->st.err_read++;
+		za_log_warn("%s: zone %u offset %llu: read failed: %s",
+			    m->dev->path, u->g->zone[ci->col],
+			    (unsigned long long)req->off_bytes,
+			    strerror(-req->result));
+		if (req->result == -ENODEV)
+			member_fail(e, midx, req->result, true);
+	}
+	if (--ci->pending)
+		return;
+	u->outstanding--;
+	if (!ci->err) {
+		bool target = ci->col == u->col && !u->degraded;
+
+		if (col_verify(e, u, ci, target)) {
+			m->st.err_checksum++;
+			za_log_warn("%s: zone %u stripe %u: checksum mismatch "
+				    "in column %u",
+				    m->dev->path, u->g->zone[ci->col],
+				    u->stripe_idx, ci->col);
+			ci->err = -EBADMSG;
+		}
+	}
+	if (!ci->err)
+		u->good |= 1ull << ci->col;
+	if (!u->outstanding)
+		unit_step(u);
+}
+
+/* Start reading column @col of @u; false if it cannot be read at all. */
+static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
+{
+	struct member *m = &e->m[u->g->member[col]];
+	uint64_t base, len, done;
+	struct col_io *ci;
+	unsigned i;
+
+	u->tried |= 1ull << col;
+	if (!readable(m))
+		return false;
+	ci = calloc(1, sizeof(*ci));
+	if (!ci)
+		return false;
+	ci->u = u;
+	ci->col = col;
+	len = (uint64_t)u->n * 4096;
+	ci->nreq = 1 + (unsigned)((len + e->io_max - 1) / e->io_max);
+	if (posix_memalign((void **)&ci->hdr, 4096, 4096))
+		ci->hdr = NULL;
+	if (posix_memalign((void **)&ci->data, 4096, len))
+		ci->data = NULL;
+	ci->reqs = calloc(ci->nreq, sizeof(*ci->reqs));
+	if (!ci->hdr || !ci->data || !ci->reqs) {
+		col_io_free(ci);
+		return false;
+	}
+	u->cio[col] = ci;
+	base = (uint64_t)u->g->zone[col] * m->zone_bytes +
+	       (uint64_t)u->stripe_idx * e->l.slot_bytes;
+	ci->reqs[0].off_bytes = base;
+	ci->reqs[0].len_bytes = 4096;
+	ci->reqs[0].buf = ci->hdr;
+	for (i = 1, done = 0; i < ci->nreq; i++) {
+		uint64_t part = len - done > e->io_max ? e->io_max : len - done;
+
+		ci->reqs[i].off_bytes = base + ZA_STRIPE_HDR_BYTES +
+					(uint64_t)u->lo * 4096 + done;
+		ci->reqs[i].len_bytes = part;
+		ci->reqs[i].buf = ci->data + done;
+		done += part;
+	}
+	ci->pending = ci->nreq;
+	u->outstanding++;
+	for (i = 0; i < ci->nreq; i++) {
+		ci->reqs[i].op = ZA_DEV_OP_READ;
+		ci->reqs[i].done = col_read_done;
+		ci->reqs[i].priv = ci;
+		za_dev_submit(m->dev, &ci->reqs[i]);
+	}
+	return true;
+}
+
+static void read_put(struct za_read *r, int err)
+{
+	if (err && !r->result)
+		r->result = err;
+	if (--r->pending == 0) {
+		r->eng->reads--;
+		r->done(r, r->result);
+	}
+}
+
+static void unit_end(struct rd_unit *u, int err)
+{
+	unsigned c;
+
+	for (c = 0; c < ZA_EC_MAX_WIDTH; c++)
+		col_io_free(u->cio[c]);
+	read_put(u->r, err);
+	free(u);
+}
+
+static void unit_copy_out(struct za_engine *e, struct rd_unit *u,
+			  const uint8_t *data)
+{
+	uint64_t dst;
+	uint32_t j;
+
+	for (j = 0; j < u->n; j++)
+		if (unit_wants(e, u, u->lo + j, &dst))
+			memcpy(u->r->buf + dst * 4096,
+			       data + (uint64_t)j * 4096, 4096);
+}
+
+/* Decode the wanted column from k verified ones. */
+static int unit_decode(struct za_engine *e, struct rd_unit *u)
+{
+	const struct za_stripe_layout *l = &e->l;
+	uint8_t *ptrs[ZA_EC_MAX_WIDTH] = { 0 };
+	uint8_t *out = NULL;
+	uint64_t avail = 0, len = (uint64_t)u->n * 4096, dst;
+	struct member *m = &e->m[u->g->member[u->col]];
+	unsigned c, have = 0;
+	uint32_t j;
+	int ret;
+
+	for (c = 0; c < l->width && have < l->k; c++)
+		if (u->good & (1ull << c)) {
+			ptrs[c] = u->cio[c]->data;
+			avail |= 1ull << c;
+			have++;
+		}
+	if (posix_memalign((void **)&out, 4096, len))
+		return -ENOMEM;
+	ptrs[u->col] = out;
+	ret = za_ec_reconstruct(e->ec, len, ptrs, avail, 1ull << u->col);
+	if (ret) {
+		free(out);
+		return ret;
+	}
+	unit_copy_out(e, u, out);
+	free(out);
+	for (j = 0; j < u->n; j++)
+		if (unit_wants(e, u, u->lo + j, &dst))
+			u->r->repaired_blocks++;
+	m->st.repaired_bytes += (uint64_t)u->n * 4096;
+	e->st.blocks_repaired += u->n;
+	return 0;
+}
+
+/*
+ * The unit's state machine, run whenever nothing of it is in flight:
+ * done if the wanted column verified; otherwise read more columns until
+ * k verify, then decode; -EIO if the stripe has lost more than p.
+ */
+static void unit_step(struct rd_unit *u)
+{
+	struct za_engine *e = u->r->eng;
+	const struct za_stripe_layout *l = &e->l;
+	unsigned c, have, want;
+
+	if (!u->degraded && (u->good & (1ull << u->col))) {
+		unit_copy_out(e, u, u->cio[u->col]->data);
+		unit_end(u, 0);
+		return;
+	}
+	if (!u->degraded) {
+		u->degraded = true;
+		u->good &= ~(1ull << u->col);
+	}
+	for (;;) {
+		have = (unsigned)__builtin_popcountll(u->good);
+		if (have >= l->k) {
+			unit_end(u, unit_decode(e, u));
+			return;
+		}
+		want = l->k - have - u->outstanding;
+		for (c = 0; c < l->width && want; c++) {
+			if (u->tried & (1ull << c))
+				continue;
+			if (col_start(e, u, c))
+				want--;
+		}
+		if (u->outstanding)
+			return;
+		if (want) {
+			za_log_err("segment %llu stripe %u: more than %u "
+				   "columns lost: data unreadable",
+				   (unsigned long long)u->g->id, u->stripe_idx,
+				   l->p);
+			unit_end(u, -EIO);
+			return;
+		}
+	}
+}
+
+static void read_fail_later(struct za_io_defer *d)
+{
+	struct za_read *r =
+		(struct za_read *)((char *)d - offsetof(struct za_read, defer));
+
+	r->eng->reads--;
+	r->done(r, r->result);
+}
+
+void za_engine_read(struct za_engine *e, struct za_read *r)
+{
+	const struct za_stripe_layout *l = &e->l;
+	struct za_segment *g = seg_find(e, r->seg_id);
+	uint64_t d, end = r->dpos + r->nr_blocks;
+
+	r->eng = e;
+	r->result = 0;
+	r->repaired_blocks = 0;
+	r->pending = 1;
+	e->reads++;
+	if (!g)
+		r->result = -ENOENT;
+	else if (!r->nr_blocks || r->dpos > UINT64_MAX - r->nr_blocks ||
+		 end > (uint64_t)g->next_stripe * l->data_blocks)
+		r->result = -EINVAL;
+	if (r->result) {
+		r->defer.fn = read_fail_later;
+		za_io_defer(e->io, &r->defer);
+		return;
+	}
+	e->st.blocks_read += r->nr_blocks;
+	for (d = r->dpos; d < end;) {
+		uint32_t sidx = (uint32_t)(d / l->data_blocks);
+		uint64_t s_end = (uint64_t)(sidx + 1) * l->data_blocks;
+		uint32_t lo[ZA_EC_MAX_WIDTH], hi[ZA_EC_MAX_WIDTH];
+		unsigned c;
+
+		if (s_end > end)
+			s_end = end;
+		for (c = 0; c < l->k; c++) {
+			lo[c] = UINT32_MAX;
+			hi[c] = 0;
+		}
+		for (; d < s_end; d++) {
+			uint32_t cb;
+
+			za_stripe_locate(l, (uint32_t)(d % l->data_blocks), &c,
+					 &cb);
+			if (cb < lo[c])
+				lo[c] = cb;
+			if (cb > hi[c])
+				hi[c] = cb;
+		}
+		for (c = 0; c < l->k; c++) {
+			struct rd_unit *u;
+
+			if (lo[c] == UINT32_MAX)
+				continue;
+			u = calloc(1, sizeof(*u));
+			if (!u) {
+				r->result = -ENOMEM;
+				continue;
+			}
+			u->r = r;
+			u->g = g;
+			u->stripe_idx = sidx;
+			u->col = c;
+			u->lo = lo[c];
+			u->n = hi[c] - lo[c] + 1;
+			r->pending++;
+			if (!col_start(e, u, c)) {
+				u->tried |= 1ull << c;
+				/* Failed member: decode; never inline done(). */
+				unit_step(u);
+			}
+		}
+	}
+	/* Drop the guard; done() never runs inside this call. */
+	if (--r->pending == 0) {
+		r->defer.fn = read_fail_later;
+		za_io_defer(e->io, &r->defer);
+	}
+}
+
+/* ---- synchronous wrappers ---- */
+
+struct sync_ctx {
+	bool done;
+	int result;
+};
+
+static void sync_write_done(struct za_stripe_w *s, int result)
+{
+	struct sync_ctx *c = s->priv;
+
+	c->result = result;
+	c->done = true;
+}
+
+int za_engine_write_sync(struct za_engine *e, struct za_stripe_w *s)
+{
+	struct sync_ctx c = { 0 };
+
+	s->done = sync_write_done;
+	s->priv = &c;
+	za_engine_write(e, s);
+	za_io_run_until(e->io, &c.done, 0);
+	return c.result;
+}
+
+static void sync_read_done(struct za_read *r, int result)
+{
+	struct sync_ctx *c = r->priv;
+
+	c->result = result;
+	c->done = true;
+}
+
+int za_engine_read_sync(struct za_engine *e, uint64_t seg_id, uint64_t dpos,
+			uint32_t nr_blocks, void *buf, uint32_t *repaired)
+{
+	struct sync_ctx c = { 0 };
+	struct za_read r = { 0 };
+
+	r.seg_id = seg_id;
+	r.dpos = dpos;
+	r.nr_blocks = nr_blocks;
+	r.buf = buf;
+	r.done = sync_read_done;
+	r.priv = &c;
+	za_engine_read(e, &r);
+	za_io_run_until(e->io, &c.done, 0);
+	if (repaired)
+		*repaired = r.repaired_blocks;
+	return c.result;
+}
+
+static void sync_flush_done(struct za_engine_flush *f, int result)
+{
+	struct sync_ctx *c = f->priv;
+
+	c->result = result;
+	c->done = true;
+}
+
+int za_engine_flush_sync(struct za_engine *e)
+{
+	struct sync_ctx c = { 0 };
+	struct za_engine_flush f = { 0 };
+
+	f.done = sync_flush_done;
+	f.priv = &c;
+	za_engine_flush(e, &f);
+	za_io_run_until(e->io, &c.done, 0);
+	return c.result;
+}
+
+/* ---- members, segments, counters ---- */
+
+enum za_member_state za_engine_member_state(const struct za_engine *e,
+					    unsigned idx)
+{
+	assert(idx < e->nr_members);
+	return (enum za_member_state)e->m[idx].state;
+}
+
+void za_engine_member_stats(const struct za_engine *e, unsigned idx,
+			    struct za_member_stats *st)
+{
+	const struct member *m = &e->m[idx];
+	uint32_t z;
+
+	assert(idx < e->nr_members);
+	*st = m->st;
+	st->free_zones = m->free_zones;
+	st->used_zones = 0;
+	for (z = 0; z < m->nr_zones; z++)
+		st->used_zones += m->zkind[z] == Z_USED;
+}
+
+unsigned za_engine_nr_lost(const struct za_engine *e)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < e->nr_members; i++)
+		n += e->m[i].state == ZA_MEMBER_FAILED ||
+		     e->m[i].state == ZA_MEMBER_MISSING;
+	return n;
+}
+
+int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
+		       struct za_seg_info *info)
+{
+	const struct za_segment *g = seg_find(e, seg_id);
+	unsigned i;
+
+	if (!g)
+		return -ENOENT;
+	memset(info, 0, sizeof(*info));
+	info->id = g->id;
+	info->state = g->state;
+	info->nr_stripes = g->nr_stripes;
+	info->next_stripe = g->next_stripe;
+	for (i = 0; i < e->l.width; i++) {
+		info->members[i] = g->member[i];
+		info->zones[i] = g->zone[i];
+	}
+	return 0;
+}
+
+uint64_t za_engine_seg_data_blocks(const struct za_engine *e, uint64_t seg_id)
+{
+	const struct za_segment *g = seg_find(e, seg_id);
+
+	return g ? (uint64_t)g->nr_stripes * e->l.data_blocks : 0;
+}
+
+void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
+{
+	unsigned i;
+
+	*st = e->st;
+	st->next_seq = e->seq;
+	st->open_segs = e->nr_taking;
+	st->free_zones = 0;
+	for (i = 0; i < e->nr_members; i++)
+		if (writable(&e->m[i]))
+			st->free_zones += e->m[i].free_zones;
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * segment.h - the segment engine: write sets of open segments across the
+ * members, full-stripe writes with erasure coding, verified and degraded
+ * reads, member exclusion.
+ *
+ * A segment is k+p zones on k+p distinct members, written together as a
+ * log of fixed-size stripes (stripe.h) and sealed when full. The engine
+ * keeps enough segments open on disjoint members that every writable
+ * member is busy, places new segments by free zones, and never places one
+ * on a failed, missing, draining or removed member. docs/design.md,
+ * "Segments and stripes", tells the whole story; segment.c opens with it.
+ *
+ * What it does not do: it does not know which logical block is where (the
+ * volume's map does), it does not write superblocks (array.c does, when
+ * the engine reports a member failure), and it does not decide when a
+ * stripe is written: callers hand it full (or deliberately padded) stripes.
+ *
+ * Everything runs on the loop thread of the struct za_io it was given.
+ */
+#ifndef ZA_SEGMENT_H
+#define ZA_SEGMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dev.h"
+#include "io.h"
+#include "sb.h"
+#include "stripe.h"
+
+struct za_engine;
+struct za_segment;
+
+enum za_seg_state {
+	ZA_SEG_OPEN = 1, /* taking stripes */
+	ZA_SEG_SEALED = 2, /* full, or closed early by a failure */
+};
+
+/* Per-member counters (status, tests, benchmarks). */
+struct za_member_stats {
+	uint64_t err_read; /* read errors from the drive */
+	uint64_t err_write;
+	uint64_t err_checksum; /* chunks whose CRC did not match */
+	uint64_t repaired_bytes; /* bytes decoded because this member failed */
+	uint64_t free_zones, used_zones;
+};
+
+struct za_engine_params {
+	struct za_geom geom;
+	struct za_uuid array_uuid;
+	unsigned nr_members;
+	struct za_dev **devs; /* nr_members; NULL for a missing member */
+	const uint8_t *states; /* nr_members enum za_member_state */
+	uint64_t next_seq; /* first sequence number to hand out */
+	uint64_t next_seg_id; /* first segment id */
+	unsigned inflight_per_seg; /* stripes in flight per segment; 0: 4 */
+	/*
+	 * Called (loop thread) when the engine excludes a member after I/O
+	 * errors, after it has stopped placing anything on it; array.c
+	 * persists the new state. @why is a static string.
+	 */
+	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
+			      void *priv);
+	void *priv;
+};
+
+/*
+ * Build an engine over the members. Every member's data zones (all but the
+ * superblock zones and conventional zones) must be EMPTY, as after
+ * za_engine_format(). Synchronous (zone reports). Returns 0 or -errno.
+ */
+int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
+		  struct za_engine **out);
+/* No request may be in flight (see za_engine_busy). Does not close the
+ * devices. */
+void za_engine_free(struct za_engine *e);
+/* Is anything queued or in flight (stripes, reads, zone finishes)? */
+bool za_engine_busy(const struct za_engine *e);
+
+/* Reset every non-empty data zone of @dev. Synchronous. 0 or -errno. */
+int za_engine_format(struct za_dev *dev);
+
+const struct za_stripe_layout *za_engine_layout(const struct za_engine *e);
+
+/* ---- writing ---- */
+
+/*
+ * A stripe being written. The engine owns the buffer (k+p columns of
+ * slot_bytes each, 4 KiB aligned): callers fill the data blocks through
+ * za_stripe_w_block() and their LBAs in lbas[], set nr_blocks, kind,
+ * done and priv, and hand it to za_engine_write().
+ */
+struct za_stripe_w {
+	uint8_t *buf; /* width * slot_bytes */
+	uint64_t *lbas; /* data_blocks entries */
+	uint32_t nr_blocks; /* data blocks used: 0..nr_blocks-1 */
+	uint8_t kind; /* enum za_stripe_kind */
+	void (*done)(struct za_stripe_w *s, int result);
+	void *priv;
+
+	/* Set before done(result == 0): where the stripe is, durable on all
+	 * k+p columns (as far as the drives' caches allow: see flush). */
+	uint64_t seg_id;
+	uint32_t stripe_idx;
+	uint64_t seq;
+
+	/* private to segment.c */
+	struct za_engine *eng;
+	struct za_segment *seg;
+	struct za_stripe_w *next;
+	struct za_dev_req *reqs; /* width */
+	unsigned pending;
+	uint64_t fail_mask;
+	int tries;
+};
+
+/* Allocate a stripe buffer (pooled). Returns NULL on allocation failure. */
+struct za_stripe_w *za_engine_stripe_get(struct za_engine *e);
+void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s);
+
+/* Pointer to stripe data block @b (0 <= b < data_blocks) in the buffer. */
+uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
+			   uint32_t b);
+
+/*
+ * Write @s: assign it to an open segment, compute parity and headers,
+ * write all k+p columns. done() runs once, later: 0 when every column
+ * completed (s->seg_id/stripe_idx/seq say where); -ENOSPC when no
+ * segment can be opened (too few writable members or no free zones);
+ * -EIO when it failed too many times. A column that fails excludes its
+ * member or seals its segment, and the stripe is written again, whole, in
+ * another segment: callers never see that except in the counters.
+ */
+void za_engine_write(struct za_engine *e, struct za_stripe_w *s);
+
+/*
+ * FLUSH every online member. done(0) when all flushed (a member that fails
+ * meanwhile is excluded and does not count), -EIO when more than p
+ * members are lost.
+ */
+struct za_engine_flush {
+	void (*done)(struct za_engine_flush *f, int result);
+	void *priv;
+	/* private */
+	struct za_engine *eng;
+	struct za_dev_req *reqs;
+	struct za_io_defer defer;
+	unsigned pending;
+	int result;
+};
+void za_engine_flush(struct za_engine *e, struct za_engine_flush *f);
+
+/* ---- reading ---- */
+
+struct za_read {
+	uint64_t seg_id;
+	uint64_t dpos; /* data block position within the segment */
+	uint32_t nr_blocks;
+	uint8_t *buf; /* nr_blocks * 4096, 4 KiB aligned */
+	void (*done)(struct za_read *r, int result);
+	void *priv;
+
+	/* Set before done(). */
+	uint32_t repaired_blocks; /* blocks decoded from redundancy */
+	/* private */
+	struct za_engine *eng;
+	struct za_io_defer defer;
+	unsigned pending;
+	int result;
+};
+
+/*
+ * Read data blocks [dpos, dpos + nr_blocks) of a segment, verified against
+ * their stripe headers. A block that cannot be read or fails its CRC is
+ * decoded from the other columns and counted against its member.
+ * done(0) with exact data, or -EIO when more than p columns of a stripe
+ * are lost (never wrong data), -EINVAL for a range outside the segment,
+ * -ENOENT for an unknown segment.
+ */
+void za_engine_read(struct za_engine *e, struct za_read *r);
+
+/* Synchronous wrappers for tools and tests (run the loop until done). */
+int za_engine_write_sync(struct za_engine *e, struct za_stripe_w *s);
+int za_engine_read_sync(struct za_engine *e, uint64_t seg_id, uint64_t dpos,
+			uint32_t nr_blocks, void *buf, uint32_t *repaired);
+int za_engine_flush_sync(struct za_engine *e);
+
+/* ---- members and segments ---- */
+
+/* Exclude member @idx now (zarray fail, or I/O errors): see params. */
+void za_engine_member_fail(struct za_engine *e, unsigned idx, int err);
+enum za_member_state za_engine_member_state(const struct za_engine *e,
+					    unsigned idx);
+void za_engine_member_stats(const struct za_engine *e, unsigned idx,
+			    struct za_member_stats *st);
+/* Members currently failed or missing. */
+unsigned za_engine_nr_lost(const struct za_engine *e);
+
+struct za_seg_info {
+	uint64_t id;
+	enum za_seg_state state;
+	uint32_t nr_stripes; /* stripes that fit */
+	uint32_t next_stripe; /* stripes handed out (written or in flight) */
+	uint16_t members[64]; /* per column */
+	uint32_t zones[64]; /* zone index per column */
+};
+/* Returns 0 or -ENOENT. */
+int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
+		       struct za_seg_info *info);
+/* Data blocks a segment holds when full. */
+uint64_t za_engine_seg_data_blocks(const struct za_engine *e, uint64_t seg_id);
+
+struct za_engine_stats {
+	uint64_t stripes_written;
+	uint64_t stripes_rewritten; /* written again after a column failed */
+	uint64_t segs_opened, segs_sealed;
+	uint64_t blocks_read, blocks_repaired;
+	uint64_t free_zones; /* over all writable members */
+	uint64_t next_seq;
+	unsigned open_segs;
+};
+void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
+
+#endif /* ZA_SEGMENT_H */

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test-array.c - array create and assembly on emulated drives: refusals at
+ * create (bad geometry, too few drives, the same drive twice, a drive of
+ * another array, a file that is not a drive), assembly from members given
+ * in another order and by other paths, foreign and stale members refused,
+ * missing members up to p (degraded) and beyond p (refused, saying which),
+ * and a failed member recorded in the survivors' superblocks.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "array.h"
+#include "dev-emu.h"
+#include "io.h"
+#include "log.h"
+#include "sb.h"
+#include "segment.h"
+#include "tap.h"
+
+#define NDRV 10
+
+static char dir[256];
+static char paths[NDRV + 4][300];
+static const char *pp[NDRV + 4];
+static struct za_io *io;
+static char err[512];
+
+static void quiet(enum za_log_level lv, const char *msg)
+{
+	(void)lv;
+	(void)msg;
+}
+
+static void setup(void)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct za_emu_params ep;
+	unsigned i;
+
+	snprintf(dir, sizeof(dir), "%s/za-arr-XXXXXX", tmp);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (i = 0; i < NDRV + 4; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/d%02u", dir, i);
+		za_emu_params_default(&ep, i % 2 ? ZA_DEV_MODEL_ZNS :
+						   ZA_DEV_MODEL_HM_SMR);
+		ep.size_bytes = 24ull << 20;
+		ep.zone_size_bytes = 2ull << 20;
+		ep.zone_cap_bytes = i % 2 ? (3ull << 19) : 0;
+		ep.nr_conv_zones = i % 2 ? 0 : (int)(i % 3);
+		ep.cache_bytes = 1ull << 20;
+		ck_assert_int_eq(za_emu_create(paths[i], &ep, true), 0);
+		pp[i] = paths[i];
+	}
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	za_log_set_sink(quiet);
+}
+
+static void teardown(void)
+{
+	unsigned i;
+	char p[320];
+
+	for (i = 0; i < NDRV + 4; i++)
+		unlink(paths[i]);
+	snprintf(p, sizeof(p), "%s/link0", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/notadrive", dir);
+	unlink(p);
+	rmdir(dir);
+	za_io_free(io);
+}
+
+static struct za_array *make(const char *name, unsigned k, unsigned p,
+			     unsigned first, unsigned n)
+{
+	struct za_array_create_params cp = { 0 };
+	struct za_array *a = NULL;
+
+	cp.name = name;
+	cp.k = k;
+	cp.p = p;
+	cp.paths = &pp[first];
+	cp.nr_paths = n;
+	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0,
+		      "create: %s", err);
+	return a;
+}
+
+/* Write one full stripe through the engine and read it back. */
+static void write_read(struct za_array *a)
+{
+	struct za_engine *e = za_array_engine(a);
+	const struct za_stripe_layout *l = za_engine_layout(e);
+	struct za_stripe_w *s = za_engine_stripe_get(e);
+	uint8_t *buf;
+	uint32_t b;
+
+	for (b = 0; b < l->data_blocks; b++) {
+		memset(za_stripe_w_block(e, s, b), (int)(b * 7 + 1), 4096);
+		s->lbas[b] = b;
+	}
+	s->nr_blocks = l->data_blocks;
+	ck_assert_int_eq(za_engine_write_sync(e, s), 0);
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096,
+					(size_t)l->data_blocks * 4096),
+			 0);
+	ck_assert_int_eq(
+		za_engine_read_sync(e, s->seg_id,
+				    (uint64_t)s->stripe_idx * l->data_blocks,
+				    l->data_blocks, buf, NULL),
+		0);
+	for (b = 0; b < l->data_blocks; b++)
+		ck_assert_uint_eq(buf[(size_t)b * 4096 + 100],
+				  (uint8_t)(b * 7 + 1));
+	free(buf);
+	za_engine_stripe_put(e, s);
+}
+
+START_TEST(test_create_refusals)
+{
+	struct za_array_create_params cp = { 0 };
+	struct za_array *a = NULL;
+	const char *dup[6];
+	char nd[320];
+	int fd;
+
+	cp.name = "bad name!";
+	cp.k = 4;
+	cp.p = 2;
+	cp.paths = pp;
+	cp.nr_paths = 6;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	cp.name = "r0";
+	cp.p = 7;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	cp.p = 2;
+	cp.nr_paths = 5;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "at least 6 drives"));
+	cp.chunk_bytes = 12345;
+	cp.nr_paths = 6;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	cp.chunk_bytes = 0;
+	memcpy(dup, pp, sizeof(dup));
+	dup[5] = pp[0];
+	cp.paths = dup;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "same drive"));
+	snprintf(nd, sizeof(nd), "%s/notadrive", dir);
+	fd = open(nd, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	dup[5] = nd;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EMEDIUMTYPE);
+	ck_assert_ptr_nonnull(strstr(err, "not a zoned drive"));
+	/* A drive of another array needs --force. */
+	a = make("other", 2, 1, 0, 3);
+	ck_assert_int_eq(za_array_stop(a), 0);
+	cp.paths = &pp[2];
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "belongs to array 'other'"));
+	cp.force = true;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)), 0);
+	write_read(a);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+}
+END_TEST
+
+START_TEST(test_assemble_order_paths)
+{
+	struct za_array *a = make("tank", 4, 2, 0, NDRV);
+	struct za_array_status st;
+	const char *order[NDRV];
+	char link0[320];
+	unsigned i;
+
+	write_read(a);
+	ck_assert_int_eq(za_array_stop(a), 0);
+	/* Reverse order, and member 0 through a symlink. */
+	snprintf(link0, sizeof(link0), "%s/link0", dir);
+	ck_assert_int_eq(symlink(paths[0], link0), 0);
+	for (i = 0; i < NDRV; i++)
+		order[i] = pp[NDRV - 1 - i];
+	order[NDRV - 1] = link0;
+	ck_assert_msg(za_array_assemble(io, "tank", order, NDRV, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	ck_assert_uint_eq(st.nr_members, NDRV);
+	/* Members keep their indices whatever the order given. */
+	ck_assert_str_eq(st.members[0].path, link0);
+	ck_assert_str_eq(st.members[NDRV - 1].path, paths[NDRV - 1]);
+	free(st.members);
+	write_read(a);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+	/* Destroyed: nothing to assemble. */
+	ck_assert_int_eq(za_array_assemble(io, "tank", pp, NDRV, &a, err,
+					   sizeof(err)),
+			 -ENOENT);
+}
+END_TEST
+
+START_TEST(test_assemble_foreign_missing)
+{
+	struct za_array *a = make("tank", 4, 2, 0, 8), *b;
+	struct za_array_status st;
+	const char *some[10];
+	unsigned i;
+
+	ck_assert_int_eq(za_array_stop(a), 0);
+	b = make("pool2", 2, 1, 8, 3);
+	ck_assert_int_eq(za_array_stop(b), 0);
+
+	/* A foreign member among ours is ignored; two missing: degraded. */
+	for (i = 0; i < 6; i++)
+		some[i] = pp[i];
+	some[6] = pp[9]; /* pool2's */
+	ck_assert_msg(za_array_assemble(io, "tank", some, 7, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_DEGRADED);
+	ck_assert_int_eq(st.members[6].state, ZA_MEMBER_MISSING);
+	ck_assert_int_eq(st.members[7].state, ZA_MEMBER_MISSING);
+	free(st.members);
+	write_read(a);
+	ck_assert_int_eq(za_array_stop(a), 0);
+
+	/* Three missing with p = 2: refused, naming them. */
+	ck_assert_int_eq(za_array_assemble(io, "tank", pp, 5, &a, err,
+					   sizeof(err)),
+			 -ENXIO);
+	ck_assert_ptr_nonnull(strstr(err, "3 members lost"));
+	/* A name nobody has. */
+	ck_assert_int_eq(za_array_assemble(io, "nope", pp, 8, &a, err,
+					   sizeof(err)),
+			 -ENOENT);
+}
+END_TEST
+
+START_TEST(test_failed_member_recorded_and_stale)
+{
+	struct za_array *a = make("tank", 3, 1, 0, 5);
+	struct za_array_status st;
+	struct za_sb *sb = malloc(sizeof(*sb));
+	struct za_dev *d;
+	uint64_t gen;
+
+	write_read(a);
+	ck_assert_int_eq(za_array_fail(a, paths[2], err, sizeof(err)), 0);
+	ck_assert_int_eq(za_array_fail(a, paths[2], err, sizeof(err)),
+			 -EALREADY);
+	ck_assert_int_eq(za_array_fail(a, "/nonexistent", err, sizeof(err)),
+			 -ENOENT);
+	write_read(a); /* degraded writes still work: 4 healthy >= 3+1 */
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_DEGRADED);
+	gen = st.generation;
+	free(st.members);
+	ck_assert_int_eq(za_array_stop(a), 0);
+
+	/* The survivors' superblocks say member 2 failed... */
+	ck_assert_int_eq(za_dev_open(io, paths[0], 0, &d), 0);
+	ck_assert_int_eq(za_sb_read(d, sb), 0);
+	ck_assert_uint_ge(sb->generation, 2);
+	ck_assert_uint_ge(gen, 2);
+	ck_assert_int_eq(sb->members[2].state, ZA_MEMBER_FAILED);
+	za_dev_close(d);
+	/* ...while member 2 itself still holds the older record. */
+	ck_assert_int_eq(za_dev_open(io, paths[2], 0, &d), 0);
+	ck_assert_int_eq(za_sb_read(d, sb), 0);
+	ck_assert_int_eq(sb->members[2].state, ZA_MEMBER_ONLINE);
+	za_dev_close(d);
+
+	/* Given back, the stale member is not used: still degraded. */
+	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_DEGRADED);
+	ck_assert_int_eq(st.members[2].state, ZA_MEMBER_FAILED);
+	free(st.members);
+	ck_assert_int_eq(za_array_stop(a), 0);
+	free(sb);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("array");
+	TCase *tc = tcase_create("lifecycle");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_create_refusals);
+	tcase_add_test(tc, test_assemble_order_paths);
+	tcase_add_test(tc, test_assemble_foreign_missing);
+	tcase_add_test(tc, test_failed_member_recorded_and_stale);
+	suite_add_tcase(s, tc);
+	return trun(s);
+}

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test-segment.c - the segment engine on emulated drives behind fault
+ * wrappers: byte-exact round trips over a geometry table (2 to 256
+ * members, mixed sizes), every erasure pattern up to p for small codes and
+ * random ones for wide codes, p+1 losses giving EIO, bit flips detected
+ * and repaired with counters, members failed at random moments while
+ * writing with an audit of every stripe header written afterwards, and
+ * placement that uses the whole capacity of drives of different sizes.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dev-emu.h"
+#include "dev-fault.h"
+#include "crc.h"
+#include "dev.h"
+#include "ec.h"
+#include "io.h"
+#include "log.h"
+#include "segment.h"
+#include "stripe.h"
+#include "tap.h"
+
+#define MAXN 256
+
+struct tarr {
+	char dir[256];
+	unsigned n;
+	struct za_io *io;
+	struct za_dev *devs[MAXN];
+	uint8_t states[MAXN];
+	struct za_engine *e;
+	struct za_engine_params prm;
+	uint64_t fail_seq[MAXN]; /* engine seq when the member was failed */
+	unsigned nr_failed_cb;
+};
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void on_fail(struct za_engine *e, unsigned idx, int err, void *priv)
+{
+	struct tarr *t = priv;
+	struct za_engine_stats st;
+
+	(void)err;
+	za_engine_get_stats(e, &st);
+	t->fail_seq[idx] = st.next_seq;
+	t->nr_failed_cb++;
+}
+
+/* N drives of @zones_base + (i % zones_spread) zones of 1 MiB. */
+static void tarr_make(struct tarr *t, unsigned n, unsigned k, unsigned p,
+		      uint32_t chunk, unsigned rows, unsigned zones_base,
+		      unsigned zones_spread)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct za_emu_params ep;
+	unsigned i;
+
+	memset(t, 0, sizeof(*t));
+	t->n = n;
+	snprintf(t->dir, sizeof(t->dir), "%s/za-seg-XXXXXX", tmp);
+	ck_assert_ptr_nonnull(mkdtemp(t->dir));
+	ck_assert_int_eq(za_io_new(NULL, &t->io), 0);
+	for (i = 0; i < n; i++) {
+		char path[300];
+		struct za_dev *inner;
+
+		snprintf(path, sizeof(path), "%s/d%03u", t->dir, i);
+		za_emu_params_default(&ep, i % 3 ? ZA_DEV_MODEL_HM_SMR :
+						   ZA_DEV_MODEL_ZNS);
+		ep.zone_size_bytes = 1ull << 20;
+		ep.zone_cap_bytes = i % 3 ? 0 : 960ull << 10;
+		ep.nr_conv_zones = i % 3 == 1 ? 1 : 0;
+		ep.size_bytes = (uint64_t)(zones_base + i % zones_spread) << 20;
+		ep.cache_bytes = 0;
+		ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
+		ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
+		ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
+		t->states[i] = ZA_MEMBER_ONLINE;
+	}
+	t->prm.geom.k = (uint8_t)k;
+	t->prm.geom.p = (uint8_t)p;
+	t->prm.geom.matrix = ZA_EC_MATRIX_CAUCHY;
+	t->prm.geom.stripe_rows = (uint8_t)rows;
+	t->prm.geom.chunk_bytes = chunk;
+	t->prm.geom.lblock_bytes = 4096;
+	t->prm.geom.hdr_bytes = 4096;
+	ck_assert_int_eq(za_uuid_gen(&t->prm.array_uuid), 0);
+	t->prm.nr_members = n;
+	t->prm.devs = t->devs;
+	t->prm.states = t->states;
+	t->prm.next_seq = 1;
+	t->prm.next_seg_id = 1;
+	t->prm.member_failed = on_fail;
+	t->prm.priv = t;
+	ck_assert_int_eq(za_engine_new(t->io, &t->prm, &t->e), 0);
+}
+
+static void tarr_free(struct tarr *t)
+{
+	unsigned i;
+	char path[300];
+
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	za_engine_free(t->e);
+	for (i = 0; i < t->n; i++) {
+		za_dev_close(t->devs[i]);
+		snprintf(path, sizeof(path), "%s/d%03u", t->dir, i);
+		unlink(path);
+	}
+	rmdir(t->dir);
+	za_io_free(t->io);
+}
+
+/* What was written: enough to check every byte read back. */
+struct wrec {
+	uint64_t seg_id;
+	uint32_t stripe_idx;
+	uint32_t nr_blocks;
+	uint64_t seed;
+};
+
+static void fill_block(uint8_t *b, uint64_t seed, uint32_t blk)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + blk + 1;
+	unsigned i;
+
+	for (i = 0; i < 4096; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(b + i, &x, 8);
+	}
+}
+
+static int write_one(struct tarr *t, struct wrec *w, uint32_t nr_blocks)
+{
+	struct za_stripe_w *s = za_engine_stripe_get(t->e);
+	uint32_t b;
+	int ret;
+
+	ck_assert_ptr_nonnull(s);
+	w->seed = rnd();
+	w->nr_blocks = nr_blocks;
+	for (b = 0; b < nr_blocks; b++) {
+		fill_block(za_stripe_w_block(t->e, s, b), w->seed, b);
+		s->lbas[b] = w->seed + b;
+	}
+	s->nr_blocks = nr_blocks;
+	ret = za_engine_write_sync(t->e, s);
+	w->seg_id = s->seg_id;
+	w->stripe_idx = s->stripe_idx;
+	za_engine_stripe_put(t->e, s);
+	return ret;
+}
+
+/* Read stripe @w (blocks [from, from + n)) and compare; returns rc. */
+static int check_one(struct tarr *t, const struct wrec *w, uint32_t from,
+		     uint32_t n, uint32_t *repaired)
+{
+	const struct za_stripe_layout *l = za_engine_layout(t->e);
+	uint8_t *buf, exp[4096];
+	uint32_t b;
+	int ret;
+
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, (size_t)n * 4096),
+			 0);
+	ret = za_engine_read_sync(t->e, w->seg_id,
+				  (uint64_t)w->stripe_idx * l->data_blocks +
+					  from,
+				  n, buf, repaired);
+	if (!ret)
+		for (b = 0; b < n; b++) {
+			fill_block(exp, w->seed, from + b);
+			ck_assert_msg(!memcmp(buf + (size_t)b * 4096, exp,
+					      4096),
+				      "seg %llu stripe %u block %u differs",
+				      (unsigned long long)w->seg_id,
+				      w->stripe_idx, from + b);
+		}
+	free(buf);
+	return ret;
+}
+
+/* Make the member unreadable (reversibly): EIO or flipped bits. */
+static void spoil(struct tarr *t, unsigned idx, bool flip)
+{
+	struct za_fault_cfg c = { 0 };
+
+	if (flip)
+		c.flip_rate_ppm = 1000000;
+	else
+		c.eio_rate_ppm = 1000000;
+	c.seed = idx + 1;
+	za_fault_set(t->devs[idx], &c);
+}
+
+static void unspoil(struct tarr *t, unsigned idx)
+{
+	struct za_fault_cfg c = { 0 };
+
+	za_fault_set(t->devs[idx], &c);
+}
+
+static const struct geo {
+	unsigned k, p;
+	uint32_t chunk;
+	unsigned rows, n;
+	unsigned zones_base, zones_spread;
+} geos[] = {
+	{ 1, 1, 4096, 1, 2, 6, 1 },    { 2, 1, 8192, 2, 3, 6, 2 },
+	{ 3, 2, 4096, 4, 5, 6, 3 },    { 4, 2, 16384, 1, 12, 5, 4 },
+	{ 8, 2, 4096, 2, 10, 5, 2 },   { 10, 2, 8192, 4, 24, 4, 3 },
+	{ 6, 3, 4096, 1, 40, 4, 3 },   { 10, 4, 4096, 2, 14, 5, 2 },
+	{ 12, 6, 4096, 1, 18, 4, 2 },  { 16, 4, 4096, 1, 64, 4, 2 },
+	{ 20, 6, 4096, 1, 256, 4, 3 }, { 58, 6, 4096, 1, 64, 4, 2 },
+};
+
+/* Visit every subset of @w columns of size 1..@maxlost (small codes). */
+static void patterns_all(struct tarr *t, const struct wrec *w,
+			 const struct za_seg_info *si, unsigned width,
+			 unsigned p)
+{
+	uint32_t mask, nr = 1u << width;
+	uint32_t data_blocks = za_engine_layout(t->e)->data_blocks;
+	unsigned c, lost, round = 0;
+
+	for (mask = 1; mask < nr; mask++) {
+		lost = (unsigned)__builtin_popcount(mask);
+		if (lost > p + 1)
+			continue;
+		for (c = 0; c < width; c++)
+			if (mask & (1u << c))
+				spoil(t, si->members[c], (round + c) & 1);
+		if (lost <= p)
+			ck_assert_int_eq(check_one(t, w, 0, w->nr_blocks, NULL),
+					 0);
+		else
+			ck_assert_int_eq(check_one(t, w, 0, data_blocks, NULL),
+					 -EIO);
+		for (c = 0; c < width; c++)
+			if (mask & (1u << c))
+				unspoil(t, si->members[c]);
+		round++;
+	}
+}
+
+static void patterns_random(struct tarr *t, const struct wrec *w,
+			    const struct za_seg_info *si, unsigned width,
+			    unsigned p, unsigned count)
+{
+	uint32_t data_blocks = za_engine_layout(t->e)->data_blocks;
+	unsigned i, c, lost;
+
+	for (i = 0; i < count; i++) {
+		uint64_t mask = 0;
+
+		lost = 1 + (unsigned)(rnd() % (p + 1));
+		while ((unsigned)__builtin_popcountll(mask) < lost)
+			mask |= 1ull << (rnd() % width);
+		for (c = 0; c < width; c++)
+			if (mask & (1ull << c))
+				spoil(t, si->members[c], rnd() & 1);
+		if (lost <= p)
+			ck_assert_int_eq(check_one(t, w, 0, w->nr_blocks, NULL),
+					 0);
+		else
+			ck_assert_int_eq(check_one(t, w, 0, data_blocks, NULL),
+					 -EIO);
+		for (c = 0; c < width; c++)
+			if (mask & (1ull << c))
+				unspoil(t, si->members[c]);
+	}
+}
+
+START_TEST(test_geometry)
+{
+	const struct geo *g = &geos[_i];
+	struct tarr t;
+	const struct za_stripe_layout *l;
+	struct za_engine_stats st;
+	struct za_seg_info si;
+	struct wrec *w;
+	unsigned nw, i, width = g->k + g->p, failed = 0;
+	unsigned dead[ZA_EC_MAX_PARITY];
+
+	rng = 0x1234567ull + _i;
+	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, g->zones_base,
+		  g->zones_spread);
+	l = za_engine_layout(t.e);
+	/* Enough stripes to fill several segments on every member. */
+	nw = 3 * (g->n / width) + 8;
+	w = calloc(nw + 64, sizeof(*w));
+	for (i = 0; i < nw; i++) {
+		uint32_t nb = rnd() % 4 ?
+				      l->data_blocks :
+				      1 + (uint32_t)(rnd() % l->data_blocks);
+
+		ck_assert_int_eq(write_one(&t, &w[i], nb), 0);
+	}
+	za_engine_get_stats(t.e, &st);
+	ck_assert_uint_eq(st.stripes_written, nw);
+	ck_assert_uint_ge(st.segs_opened, g->n / width);
+	/* Byte-exact round trip, whole stripes and random sub-ranges. */
+	for (i = 0; i < nw; i++) {
+		uint32_t from = (uint32_t)(rnd() % w[i].nr_blocks);
+
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+		ck_assert_int_eq(check_one(&t, &w[i], from,
+					   w[i].nr_blocks - from, NULL),
+				 0);
+	}
+	/* Erasure patterns on the first stripe's segment. */
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	if (width <= 8)
+		patterns_all(&t, &w[0], &si, width, g->p);
+	else
+		patterns_random(&t, &w[0], &si, width, g->p,
+				width > 30 ? 40 : 120);
+	/* Real failures of p members: everything still reads back... */
+	for (i = 0; i < g->p; i++) {
+		dead[i] = si.members[i];
+		za_engine_member_fail(t.e, dead[i], -EIO);
+	}
+	failed = g->p;
+	ck_assert_uint_eq(t.nr_failed_cb, failed);
+	ck_assert_uint_eq(za_engine_nr_lost(t.e), failed);
+	for (i = 0; i < nw; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	/* ...and new stripes avoid the failed members, if enough are left. */
+	if (g->n - failed >= width) {
+		for (i = nw; i < nw + 4; i++) {
+			unsigned c, f;
+
+			ck_assert_int_eq(write_one(&t, &w[i], l->data_blocks),
+					 0);
+			ck_assert_int_eq(
+				za_engine_seg_info(t.e, w[i].seg_id, &si), 0);
+			for (c = 0; c < width; c++)
+				for (f = 0; f < failed; f++)
+					ck_assert_uint_ne(si.members[c],
+							  dead[f]);
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+		}
+	} else {
+		struct wrec x;
+
+		ck_assert_int_eq(write_one(&t, &x, l->data_blocks), -ENOSPC);
+	}
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
+/* Flipped bits in a data column and in a parity column are repaired. */
+START_TEST(test_bitflips_counted)
+{
+	struct tarr t;
+	struct wrec w;
+	struct za_seg_info si;
+	struct za_member_stats ms;
+	uint32_t rep = 0;
+	unsigned data_m, par_m, par2_m;
+
+	rng = 99;
+	tarr_make(&t, 6, 4, 2, 4096, 2, 6, 1);
+	ck_assert_int_eq(write_one(&t, &w, za_engine_layout(t.e)->data_blocks),
+			 0);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w.seg_id, &si), 0);
+	data_m = si.members[1];
+	par_m = si.members[4];
+	par2_m = si.members[5];
+
+	spoil(&t, data_m, true);
+	ck_assert_int_eq(check_one(&t, &w, 0, w.nr_blocks, &rep), 0);
+	ck_assert_uint_gt(rep, 0);
+	za_engine_member_stats(t.e, data_m, &ms);
+	ck_assert_uint_ge(ms.err_checksum, 1);
+	ck_assert_uint_eq(ms.repaired_bytes, (uint64_t)rep * 4096);
+	unspoil(&t, data_m);
+
+	/* Data member gone and a parity column rotten: the other parity
+	 * column is used; the rotten one is counted. */
+	spoil(&t, data_m, false);
+	spoil(&t, si.members[0], true);
+	ck_assert_int_eq(check_one(&t, &w, 0, w.nr_blocks, &rep), 0);
+	unspoil(&t, si.members[0]);
+	spoil(&t, par_m, true);
+	ck_assert_int_eq(check_one(&t, &w, 0, w.nr_blocks, &rep), 0);
+	ck_assert_uint_gt(rep, 0);
+	/* Three columns spoiled with p = 2: EIO, never wrong data. */
+	spoil(&t, par2_m, true);
+	ck_assert_int_eq(check_one(&t, &w, 0, w.nr_blocks, &rep), -EIO);
+	unspoil(&t, par2_m);
+	unspoil(&t, par_m);
+	unspoil(&t, data_m);
+	za_engine_member_stats(t.e, par_m, &ms);
+	ck_assert_uint_ge(ms.err_checksum, 1);
+	tarr_free(&t);
+}
+END_TEST
+
+/* ---- failures while writing ---- */
+
+struct aw {
+	struct tarr *t;
+	struct wrec *w;
+	unsigned idx;
+	int result;
+	bool done;
+};
+
+static unsigned aw_outstanding;
+
+static void aw_done(struct za_stripe_w *s, int result)
+{
+	struct aw *a = s->priv;
+
+	a->result = result;
+	a->w->seg_id = s->seg_id;
+	a->w->stripe_idx = s->stripe_idx;
+	a->done = true;
+	aw_outstanding--;
+	za_engine_stripe_put(a->t->e, s);
+}
+
+static void audit_headers(struct tarr *t, unsigned width)
+{
+	unsigned i, c;
+	uint8_t *blk;
+	uint64_t checked = 0;
+	const struct za_stripe_layout *l = za_engine_layout(t->e);
+
+	ck_assert_int_eq(posix_memalign((void **)&blk, 4096, 4096), 0);
+	for (i = 0; i < t->n; i++) {
+		struct za_zone *z;
+		unsigned nz, zi;
+
+		if (t->fail_seq[i])
+			continue; /* failed members are not audited */
+		ck_assert_int_eq(za_dev_report_all(t->devs[i], &z, &nz), 0);
+		for (zi = ZA_SB_ZONES; zi < nz; zi++) {
+			uint64_t off;
+
+			if (z[zi].type == ZA_ZONE_TYPE_CNV)
+				continue;
+			for (off = z[zi].start_bytes;
+			     off + l->slot_bytes <= z[zi].wp_bytes &&
+			     off + l->slot_bytes <=
+				     z[zi].start_bytes + z[zi].cap_bytes;
+			     off += l->slot_bytes) {
+				struct za_stripe_hdr h;
+
+				ck_assert_int_eq(za_dev_io_sync(t->devs[i],
+								ZA_DEV_OP_READ,
+								off, blk, 4096,
+								NULL),
+						 0);
+				/* Unwritten (finished) space ends a zone. */
+				if (za_stripe_hdr_decode(blk, &h) == -ENOENT)
+					break;
+				ck_assert_int_eq(za_stripe_hdr_decode(blk, &h),
+						 0);
+				for (c = 0; c < width; c++) {
+					unsigned m = h.members[c];
+
+					ck_assert_msg(
+						!t->fail_seq[m] ||
+							h.seq < t->fail_seq[m],
+						"stripe seq %llu written "
+						"after member %u failed "
+						"(seq %llu) names it",
+						(unsigned long long)h.seq, m,
+						(unsigned long long)
+							t->fail_seq[m]);
+				}
+				checked++;
+			}
+		}
+		free(z);
+	}
+	ck_assert_uint_gt(checked, 0);
+	free(blk);
+}
+
+START_TEST(test_fail_while_writing)
+{
+	struct tarr t;
+	const unsigned n = 20, k = 4, p = 2, width = k + p, nw = 150;
+	struct aw *a = calloc(nw, sizeof(*a));
+	struct wrec *w = calloc(nw, sizeof(*w));
+	unsigned i, next = 0, f1, f2;
+	struct za_fault_cfg fc = { 0 };
+	struct za_engine_stats st;
+
+	rng = 4242 + (uint64_t)_i;
+	tarr_make(&t, n, k, p, 4096, 2, 10, 3);
+	/* One member dies at a random op (the engine finds out by itself),
+	 * another is failed by hand at a random point. */
+	f1 = (unsigned)(rnd() % n);
+	do
+		f2 = (unsigned)(rnd() % n);
+	while (f2 == f1);
+	fc.fail_at_op = 3 + rnd() % 20;
+	za_fault_set(t.devs[f1], &fc);
+	for (;;) {
+		while (next < nw && aw_outstanding < 12) {
+			struct za_stripe_w *s = za_engine_stripe_get(t.e);
+			uint32_t b, nb = za_engine_layout(t.e)->data_blocks;
+
+			a[next].t = &t;
+			a[next].w = &w[next];
+			w[next].seed = rnd();
+			w[next].nr_blocks = nb;
+			for (b = 0; b < nb; b++) {
+				fill_block(za_stripe_w_block(t.e, s, b),
+					   w[next].seed, b);
+				s->lbas[b] = b;
+			}
+			s->nr_blocks = nb;
+			s->done = aw_done;
+			s->priv = &a[next];
+			aw_outstanding++;
+			za_engine_write(t.e, s);
+			if (next == nw / 3 + rnd() % (nw / 3))
+				za_engine_member_fail(t.e, f2, -EIO);
+			next++;
+		}
+		if (!aw_outstanding && next == nw)
+			break;
+		za_io_run_once(t.io);
+	}
+	if (!t.fail_seq[f2])
+		za_engine_member_fail(t.e, f2, -EIO);
+	for (i = 0; i < nw; i++)
+		ck_assert_int_eq(a[i].result, 0);
+	ck_assert_uint_ne(t.fail_seq[f1], 0);
+	ck_assert_uint_ne(t.fail_seq[f2], 0);
+	za_engine_get_stats(t.e, &st);
+	ck_assert_uint_eq(st.stripes_written, nw);
+	audit_headers(&t, width);
+	for (i = 0; i < nw; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	free(a);
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
+/* Drives of different sizes are filled to the last zone. */
+START_TEST(test_mixed_sizes_fill)
+{
+	struct tarr t;
+	struct wrec w;
+	unsigned i, n = 9;
+	int ret;
+
+	rng = 7;
+	tarr_make(&t, n, 2, 1, 4096, 1, 4, 5);
+	while ((ret = write_one(&t, &w, za_engine_layout(t.e)->data_blocks)) ==
+	       0)
+		;
+	ck_assert_int_eq(ret, -ENOSPC);
+	for (i = 0; i < n; i++) {
+		struct za_member_stats ms;
+
+		za_engine_member_stats(t.e, i, &ms);
+		ck_assert_msg(ms.free_zones <= 1,
+			      "member %u left %llu zones free", i,
+			      (unsigned long long)ms.free_zones);
+	}
+	tarr_free(&t);
+}
+END_TEST
+
+/* Stripe header codec: round trip and hostile input. */
+START_TEST(test_header_codec)
+{
+	uint8_t blk[4096] __attribute__((aligned(8)));
+	struct za_stripe_hdr h = { 0 }, d;
+	unsigned i;
+
+	h.seg_id = 77;
+	h.seq = 123456789;
+	h.stripe_idx = 5;
+	h.col = 3;
+	h.k = 10;
+	h.p = 2;
+	h.rows = 4;
+	h.kind = ZA_STRIPE_DATA;
+	h.chunk_bytes = 65536;
+	h.nr_blocks = 600;
+	for (i = 0; i < 12; i++)
+		h.members[i] = (uint16_t)(i * 3);
+	for (i = 0; i < 64; i++)
+		h.blk_crc[i] = 0x1000u + i;
+	memset(blk + ZA_STRIPE_LBA_OFF, 0x5a, ZA_STRIPE_LBA_BYTES);
+	h.lba_crc = za_crc32c(blk + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
+	ck_assert_uint_eq(d.seq, h.seq);
+	ck_assert_uint_eq(d.members[11], 33);
+	ck_assert_uint_eq(d.blk_crc[63], 0x1000u + 63);
+	/* Any flipped bit is refused. */
+	for (i = 0; i < 4096 * 8; i += 7) {
+		blk[i / 8] ^= (uint8_t)(1u << (i % 8));
+		ck_assert_int_ne(za_stripe_hdr_decode(blk, &d), 0);
+		blk[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	/* Random garbage never decodes and never crashes. */
+	for (i = 0; i < 2000; i++) {
+		unsigned j;
+
+		for (j = 0; j < 4096; j += 8) {
+			uint64_t x = rnd();
+
+			memcpy(blk + j, &x, 8);
+		}
+		if (i & 1)
+			memcpy(blk, "ZASTRIPE", 8);
+		ck_assert_int_ne(za_stripe_hdr_decode(blk, &d), 0);
+	}
+}
+END_TEST
+
+static void quiet(enum za_log_level lv, const char *msg)
+{
+	(void)lv;
+	(void)msg;
+}
+
+int main(void)
+{
+	Suite *s = suite_create("segment");
+	TCase *tc = tcase_create("engine");
+
+	/* Failures are the point here: keep the expected errors quiet. */
+	za_log_set_sink(quiet);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_header_codec);
+	tcase_add_loop_test(tc, test_geometry, 0,
+			    (int)(sizeof(geos) / sizeof(geos[0])));
+	tcase_add_test(tc, test_bitflips_counted);
+	tcase_add_loop_test(tc, test_fail_while_writing, 0, 4);
+	tcase_add_test(tc, test_mixed_sizes_fill);
+	suite_add_tcase(s, tc);
+	return trun(s);
+}
