@@ -593,6 +593,70 @@ START_TEST(test_mixed_sizes_fill)
 }
 END_TEST
 
+/*
+ * ZNS drives with tight open/active limits: the write set stays inside
+ * them (no stripe ever needs rewriting because a zone could not open),
+ * segments are finished as they fill, and everything reads back.
+ */
+START_TEST(test_zone_limits)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct za_engine_params prm = { 0 };
+	struct za_engine_stats st;
+	struct za_emu_params ep;
+	struct tarr t;
+	struct wrec w[100];
+	unsigned i, n = 8;
+
+	rng = 5150;
+	memset(&t, 0, sizeof(t));
+	t.n = n;
+	snprintf(t.dir, sizeof(t.dir), "%s/za-seg-XXXXXX", tmp);
+	ck_assert_ptr_nonnull(mkdtemp(t.dir));
+	ck_assert_int_eq(za_io_new(NULL, &t.io), 0);
+	for (i = 0; i < n; i++) {
+		char path[300];
+		struct za_dev *inner;
+
+		snprintf(path, sizeof(path), "%s/d%03u", t.dir, i);
+		za_emu_params_default(&ep, ZA_DEV_MODEL_ZNS);
+		ep.zone_size_bytes = 1ull << 20;
+		ep.zone_cap_bytes = 768ull << 10;
+		ep.size_bytes = 24ull << 20;
+		ep.max_open_zones = 3;
+		ep.max_active_zones = 3;
+		ep.cache_bytes = 0;
+		ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
+		ck_assert_int_eq(za_dev_open(t.io, path, 0, &inner), 0);
+		ck_assert_int_eq(za_fault_wrap(inner, &t.devs[i]), 0);
+		t.states[i] = ZA_MEMBER_ONLINE;
+	}
+	prm.geom.k = 2;
+	prm.geom.p = 2;
+	prm.geom.matrix = ZA_EC_MATRIX_CAUCHY;
+	prm.geom.stripe_rows = 2;
+	prm.geom.chunk_bytes = 16384;
+	prm.geom.lblock_bytes = 4096;
+	prm.geom.hdr_bytes = 4096;
+	prm.nr_members = n;
+	prm.devs = t.devs;
+	prm.states = t.states;
+	ck_assert_int_eq(za_uuid_gen(&prm.array_uuid), 0);
+	ck_assert_int_eq(za_engine_new(t.io, &prm, &t.e), 0);
+	for (i = 0; i < 100; i++)
+		ck_assert_int_eq(write_one(&t, &w[i],
+					   za_engine_layout(t.e)->data_blocks),
+				 0);
+	za_engine_get_stats(t.e, &st);
+	ck_assert_uint_eq(st.stripes_rewritten, 0);
+	ck_assert_uint_gt(st.segs_sealed, 2);
+	for (i = 0; i < 100; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_free(&t);
+}
+END_TEST
+
 /* Stripe header codec: round trip and hostile input. */
 START_TEST(test_header_codec)
 {
@@ -663,6 +727,7 @@ int main(void)
 	tcase_add_test(tc, test_bitflips_counted);
 	tcase_add_loop_test(tc, test_fail_while_writing, 0, 4);
 	tcase_add_test(tc, test_mixed_sizes_fill);
+	tcase_add_test(tc, test_zone_limits);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
