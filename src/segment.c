@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * segment.c - the segment engine: write sets, full-stripe writes, verified
- * and degraded reads, member exclusion.
+ * segment.c - the segment engine: streams, groups and segments, full-stripe
+ * writes, verified and degraded reads, member exclusion.
  *
  * Big theory
  * ----------
  * Members are zoned drives. Zones 0 and 1 of each hold its superblock log
  * (sb.c); conventional zones are left alone; every other zone is a "data
  * zone", FREE (empty), USED (part of a segment, or holding data this engine
- * did not place) or BAD (offline, read-only).
+ * did not place) or BAD (offline, read-only, too small).
  *
  * A segment is k+p data zones on k+p distinct members (its columns). It is
  * written as a log of stripes, each stripe one slot of every column at the
@@ -23,28 +23,32 @@
  * Where each chunk lands: every column is written with WRITE at its zone's
  * write pointer, stripes of a segment in order, so stripe i sits at
  * i * slot in every zone of the segment and no landing offsets need to be
- * recorded (the trap "where does each chunk land" is decided for host
- * serialisation; native append is not used for data). A segment is as long
- * as its shortest zone.
+ * recorded (native append is not used for data). A segment is as long as
+ * the shortest zone of its group.
  *
- * The write set: as many segments "taking" stripes as fit on disjoint
- * writable members (floor(writable / (k+p))), so that every member writes.
- * Stripes go to the taking segment with the fewest in flight (at most
- * inflight_per_seg each, in stripe order per zone, which the device layer
- * keeps). A segment whose last slot is handed out stops taking, and a new
- * one is opened on the members with the most free zones that are not in
- * another taking segment; ties rotate. So load and capacity spread over
- * all members, mixed sizes included (bigger drives are picked more often),
- * and each member holds at most one zone of the write set open, well
- * inside ZNS open/active limits.
+ * A stream is a class of stripes with one geometry: stream 0 carries data
+ * with the array's k+p; the volume adds a journal stream (k = 1: p+1
+ * copies of small synced writes). Each stream writes into one group at a
+ * time: W segments on disjoint members opened together, W = as many as the
+ * writable members allow (floor(writable / (k+p))) unless the stream asks
+ * for fewer, so that every member writes. Stripes go round robin: group
+ * stripe j is stripe j / W of segment j % W. Sequential data thus stays
+ * contiguous in "group positions", and the volume's map needs an extent
+ * per group rather than per stripe (P5), while all members work (P2).
+ *
+ * Placement: a new group takes the writable members with the most free
+ * zones that are not already in a taking group of the same stream, ties
+ * rotated; so load and capacity spread over all members, mixed sizes
+ * included, and each stream holds at most one open zone per member, well
+ * inside ZNS open/active limits (counted per member).
  *
  * A stripe is complete when all k+p column writes completed; only then
  * does its done() run and anyone learn where it is (invariant 2). If a
- * column fails, the segment stops taking (it is sealed at the stripes that
- * completed), an -EIO/-ENODEV excludes the member at once (invariant 4: no
- * later segment is placed on it), and every stripe of that segment that
- * did not complete is written again, whole, from the buffer still held,
- * into a new segment, with a new sequence number.
+ * column fails, its group stops taking stripes (its segments are sealed at
+ * the stripes that completed), an -EIO/-ENODEV excludes the member at once
+ * (invariant 4: no later group is placed on it), and every stripe of the
+ * group that did not complete is written again, whole, from the buffer
+ * still held, into a new group, with a new sequence number.
  *
  * Reads are per (stripe, column) unit: the column's header and the needed
  * payload range are read, every block is checked against the CRC in the
@@ -83,12 +87,17 @@ struct member {
 	uint32_t hint; /* next zone to look at */
 	unsigned active; /* engine zones open on it */
 	unsigned limit; /* max engine zones open at once */
-	bool taking; /* in a taking segment */
+	unsigned taking; /* bit per stream: in that stream's taking group */
 	struct za_member_stats st;
 };
 
+struct group;
+struct stream;
+
 struct za_segment {
 	struct za_engine *eng;
+	struct stream *st;
+	struct group *grp;
 	uint64_t id;
 	enum za_seg_state state;
 	bool taking;
@@ -104,27 +113,45 @@ struct za_segment {
 	bool finished;
 };
 
+struct group {
+	uint64_t id;
+	struct stream *st;
+	unsigned w;
+	uint32_t nr_stripes; /* per segment */
+	uint64_t next_pos;
+	bool taking;
+	struct za_segment **segs;
+	struct group *hnext;
+};
+
+struct stream {
+	unsigned id;
+	struct za_stripe_layout l;
+	struct za_ec *ec;
+	unsigned max_segs; /* 0: as many as fit */
+	unsigned parts; /* requests per column write */
+	struct group *cur; /* taking group, or NULL */
+	struct za_stripe_w *pend_head, *pend_tail;
+	struct za_stripe_w *pool;
+};
+
 #define SEG_HASH 4096u
 
 struct za_engine {
 	struct za_io *io;
-	struct za_geom geom;
-	struct za_stripe_layout l;
 	struct za_uuid uuid;
-	struct za_ec *ec;
 	unsigned nr_members;
 	struct member *m;
 	uint64_t seq;
 	uint64_t next_seg_id;
+	uint64_t next_group_id;
 	unsigned inflight_per_seg;
 	uint32_t io_max; /* largest READ/WRITE every member takes */
-	unsigned parts; /* requests per column write */
 	unsigned rot; /* placement tie-break rotation */
+	struct stream streams[ZA_ENGINE_MAX_STREAMS];
+	unsigned nr_streams;
 	struct za_segment *hash[SEG_HASH];
-	struct za_segment *taking[ZA_SB_MAX_MEMBERS];
-	unsigned nr_taking;
-	struct za_stripe_w *pend_head, *pend_tail;
-	struct za_stripe_w *pool;
+	struct group *ghash[SEG_HASH];
 	bool pumping;
 	unsigned inflight; /* stripes being written */
 	unsigned fin_pending; /* FINISH requests in flight */
@@ -133,7 +160,6 @@ struct za_engine {
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
-	uint8_t zero_blk[4096] __attribute__((aligned(4096)));
 };
 
 static bool writable(const struct member *m)
@@ -154,6 +180,16 @@ static struct za_segment *seg_find(const struct za_engine *e, uint64_t id)
 	for (s = e->hash[id % SEG_HASH]; s; s = s->hnext)
 		if (s->id == id)
 			return s;
+	return NULL;
+}
+
+static struct group *group_find(const struct za_engine *e, uint64_t id)
+{
+	struct group *g;
+
+	for (g = e->ghash[id % SEG_HASH]; g; g = g->hnext)
+		if (g->id == id)
+			return g;
 	return NULL;
 }
 
@@ -186,7 +222,8 @@ int za_engine_format(struct za_dev *dev)
 	return ret;
 }
 
-static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev)
+static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
+		       uint64_t min_slot)
 {
 	struct member *m = &e->m[idx];
 	const struct za_dev_caps *c = &dev->caps;
@@ -196,8 +233,7 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev)
 
 	m->dev = dev;
 	if (c->lblock_bytes != 4096 || c->write_gran_bytes > 4096 ||
-	    4096 % c->write_gran_bytes ||
-	    e->l.chunk_bytes % c->write_gran_bytes) {
+	    4096 % c->write_gran_bytes) {
 		za_log_err("%s: block %u / write granularity %u: zarray needs "
 			   "4096-byte blocks and a granularity dividing 4096",
 			   dev->path, c->lblock_bytes, c->write_gran_bytes);
@@ -226,7 +262,7 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev)
 			m->zkind[i] = Z_BAD;
 		else if (z[i].cond != ZA_ZONE_COND_EMPTY)
 			m->zkind[i] = Z_USED;
-		else if (z[i].cap_bytes < e->l.slot_bytes)
+		else if (z[i].cap_bytes < min_slot)
 			m->zkind[i] = Z_BAD; /* too small for one stripe */
 		else {
 			m->zkind[i] = Z_FREE;
@@ -244,39 +280,73 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev)
 	return 0;
 }
 
+static void stream_fini(struct stream *st)
+{
+	struct za_stripe_w *s;
+
+	while ((s = st->pool)) {
+		st->pool = s->next;
+		free(s->buf);
+		free(s->lbas);
+		free(s->reqs);
+		free(s);
+	}
+	za_ec_free(st->ec);
+	st->ec = NULL;
+}
+
+static int stream_init(struct za_engine *e, struct stream *st,
+		       const struct za_geom *g, unsigned max_segs)
+{
+	unsigned i;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	ret = za_stripe_layout_init(&st->l, g);
+	if (ret)
+		return ret;
+	for (i = 0; i < e->nr_members; i++)
+		if (e->m[i].dev &&
+		    st->l.chunk_bytes % e->m[i].dev->caps.write_gran_bytes)
+			return -EINVAL;
+	ret = za_ec_new(st->l.k, st->l.p, &st->ec);
+	if (ret)
+		return ret;
+	st->max_segs = max_segs;
+	st->parts = (unsigned)((st->l.slot_bytes + e->io_max - 1) / e->io_max);
+	return 0;
+}
+
 int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 		  struct za_engine **out)
 {
+	struct za_stripe_layout l;
 	struct za_engine *e;
 	unsigned i;
 	int ret;
 
 	if (!prm->nr_members || prm->nr_members > ZA_SB_MAX_MEMBERS)
 		return -EINVAL;
-	e = aligned_alloc(4096, (sizeof(*e) + 4095) & ~(size_t)4095);
+	ret = za_stripe_layout_init(&l, &prm->geom);
+	if (ret)
+		return ret;
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	memset(e, 0, sizeof(*e));
 	e->io = io;
-	e->geom = prm->geom;
 	e->uuid = prm->array_uuid;
 	e->seq = prm->next_seq;
 	e->next_seg_id = prm->next_seg_id;
+	e->next_group_id = prm->next_seg_id;
 	e->inflight_per_seg = prm->inflight_per_seg ? prm->inflight_per_seg : 4;
 	e->member_failed = prm->member_failed;
 	e->priv = prm->priv;
 	e->io_max = 1u << 30;
-	ret = za_stripe_layout_init(&e->l, &prm->geom);
-	if (ret)
-		goto err_free;
-	ret = za_ec_new(e->l.k, e->l.p, &e->ec);
-	if (ret)
-		goto err_free;
 	e->nr_members = prm->nr_members;
 	e->m = calloc(prm->nr_members, sizeof(*e->m));
 	if (!e->m) {
 		ret = -ENOMEM;
-		goto err_ec;
+		goto err_free;
 	}
 	for (i = 0; i < prm->nr_members; i++) {
 		e->m[i].state = prm->states[i];
@@ -286,7 +356,8 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 				e->m[i].state = ZA_MEMBER_MISSING;
 			continue;
 		}
-		ret = member_init(e, i, prm->devs[i]);
+		/* Zones that cannot hold one 8 KiB journal stripe are bad. */
+		ret = member_init(e, i, prm->devs[i], 8192);
 		if (ret)
 			goto err_members;
 	}
@@ -294,7 +365,10 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 		ret = -EINVAL;
 		goto err_members;
 	}
-	e->parts = (unsigned)((e->l.slot_bytes + e->io_max - 1) / e->io_max);
+	ret = stream_init(e, &e->streams[0], &prm->geom, prm->max_group_segs);
+	if (ret)
+		goto err_members;
+	e->nr_streams = 1;
 	*out = e;
 	return 0;
 
@@ -304,53 +378,77 @@ err_members:
 		free(e->m[i].zcap);
 	}
 	free(e->m);
-err_ec:
-	za_ec_free(e->ec);
 err_free:
 	free(e);
 	return ret;
 }
 
+int za_engine_stream_add(struct za_engine *e, const struct za_geom *g,
+			 unsigned max_segs, unsigned *id)
+{
+	int ret;
+
+	if (e->nr_streams == ZA_ENGINE_MAX_STREAMS)
+		return -ENOSPC;
+	ret = stream_init(e, &e->streams[e->nr_streams], g, max_segs);
+	if (ret)
+		return ret;
+	e->streams[e->nr_streams].id = e->nr_streams;
+	*id = e->nr_streams++;
+	return 0;
+}
+
 void za_engine_free(struct za_engine *e)
 {
-	struct za_stripe_w *s;
 	unsigned i;
 
 	if (!e)
 		return;
 	for (i = 0; i < SEG_HASH; i++) {
 		struct za_segment *g = e->hash[i], *n;
+		struct group *gr = e->ghash[i], *gn;
 
 		for (; g; g = n) {
 			n = g->hnext;
 			free(g->fin);
 			free(g);
 		}
+		for (; gr; gr = gn) {
+			gn = gr->hnext;
+			free(gr->segs);
+			free(gr);
+		}
 	}
-	while ((s = e->pool)) {
-		e->pool = s->next;
-		free(s->buf);
-		free(s->lbas);
-		free(s->reqs);
-		free(s);
-	}
+	for (i = 0; i < e->nr_streams; i++)
+		stream_fini(&e->streams[i]);
 	for (i = 0; i < e->nr_members; i++) {
 		free(e->m[i].zkind);
 		free(e->m[i].zcap);
 	}
 	free(e->m);
-	za_ec_free(e->ec);
 	free(e);
 }
 
 bool za_engine_busy(const struct za_engine *e)
 {
-	return e->inflight || e->pend_head || e->fin_pending || e->reads;
+	unsigned i;
+
+	for (i = 0; i < e->nr_streams; i++)
+		if (e->streams[i].pend_head)
+			return true;
+	return e->inflight || e->fin_pending || e->reads;
 }
 
 const struct za_stripe_layout *za_engine_layout(const struct za_engine *e)
 {
-	return &e->l;
+	return &e->streams[0].l;
+}
+
+const struct za_stripe_layout *
+za_engine_stream_layout(const struct za_engine *e, unsigned id)
+{
+	assert(id < e->nr_streams);
+	return &e->streams[id].l;
 }
 
 /* ---- placement ---- */
@@ -376,30 +474,53 @@ static uint32_t take_zone(struct member *m)
 static bool better(const struct za_engine *e, unsigned a, unsigned b)
 {
 	const struct member *ma = &e->m[a], *mb = &e->m[b];
+	unsigned n = e->nr_members, r = e->rot % n;
 
 	if (ma->free_zones != mb->free_zones)
 		return ma->free_zones > mb->free_zones;
-	return (a + e->nr_members - e->rot % e->nr_members) % e->nr_members <
-	       (b + e->nr_members - e->rot % e->nr_members) % e->nr_members;
+	return (a + n - r) % n < (b + n - r) % n;
 }
 
-static struct za_segment *seg_open(struct za_engine *e)
+static unsigned nr_writable(const struct za_engine *e)
 {
-	unsigned cand[ZA_SB_MAX_MEMBERS], n = 0, i, j, w = e->l.width;
-	struct za_segment *g;
-	uint64_t min_cap = UINT64_MAX;
+	unsigned i, n = 0;
 
+	for (i = 0; i < e->nr_members; i++)
+		n += writable(&e->m[i]);
+	return n;
+}
+
+/*
+ * Open a group for @st: W segments on W * width distinct members chosen
+ * by free zones. Fewer segments than wanted when members are short of
+ * zones or of open-zone budget; NULL when not even one fits.
+ */
+static struct group *group_open(struct za_engine *e, struct stream *st)
+{
+	unsigned *cand, n = 0, i, j, w = st->l.width, want, nseg;
+	uint64_t min_cap = UINT64_MAX;
+	struct group *grp;
+
+	cand = malloc(e->nr_members * sizeof(*cand));
+	if (!cand)
+		return NULL;
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
 
-		if (writable(m) && !m->taking && m->free_zones &&
-		    m->active < m->limit)
+		if (writable(m) && !(m->taking & (1u << st->id)) &&
+		    m->free_zones && m->active < m->limit)
 			cand[n++] = i;
 	}
-	if (n < w)
+	want = nr_writable(e) / w;
+	if (st->max_segs && want > st->max_segs)
+		want = st->max_segs;
+	nseg = n / w < want ? n / w : want;
+	if (!nseg) {
+		free(cand);
 		return NULL;
-	/* Partial selection sort: the w best candidates first. */
-	for (i = 0; i < w; i++) {
+	}
+	/* Partial selection sort: the nseg * w best candidates first. */
+	for (i = 0; i < nseg * w; i++) {
 		unsigned best = i;
 
 		for (j = i + 1; j < n; j++)
@@ -409,32 +530,56 @@ static struct za_segment *seg_open(struct za_engine *e)
 		cand[i] = cand[best];
 		cand[best] = j;
 	}
-	g = calloc(1, sizeof(*g));
-	if (!g)
+	grp = calloc(1, sizeof(*grp));
+	if (grp)
+		grp->segs = calloc(nseg, sizeof(*grp->segs));
+	if (!grp || !grp->segs) {
+		free(grp);
+		free(cand);
 		return NULL;
-	g->eng = e;
-	g->id = e->next_seg_id++;
-	g->state = ZA_SEG_OPEN;
-	g->taking = true;
-	for (i = 0; i < w; i++) {
-		struct member *m = &e->m[cand[i]];
-
-		g->member[i] = (uint16_t)cand[i];
-		g->zone[i] = take_zone(m);
-		m->active++;
-		m->taking = true;
-		if (m->zcap[g->zone[i]] < min_cap)
-			min_cap = m->zcap[g->zone[i]];
 	}
-	g->nr_stripes = (uint32_t)(min_cap / e->l.slot_bytes);
-	g->hnext = e->hash[g->id % SEG_HASH];
-	e->hash[g->id % SEG_HASH] = g;
-	e->taking[e->nr_taking++] = g;
-	e->rot += w;
-	e->st.segs_opened++;
-	za_log_debug("segment %llu opened: %u stripes",
-		     (unsigned long long)g->id, g->nr_stripes);
-	return g;
+	grp->id = e->next_group_id++;
+	grp->st = st;
+	grp->w = nseg;
+	grp->taking = true;
+	for (j = 0; j < nseg; j++) {
+		struct za_segment *g = calloc(1, sizeof(*g));
+
+		assert(g); /* small; treat as fatal like the kernel would */
+		g->eng = e;
+		g->st = st;
+		g->grp = grp;
+		g->id = e->next_seg_id++;
+		g->state = ZA_SEG_OPEN;
+		g->taking = true;
+		for (i = 0; i < w; i++) {
+			struct member *m = &e->m[cand[j * w + i]];
+
+			g->member[i] = (uint16_t)cand[j * w + i];
+			g->zone[i] = take_zone(m);
+			m->active++;
+			m->taking |= 1u << st->id;
+			if (m->zcap[g->zone[i]] < min_cap)
+				min_cap = m->zcap[g->zone[i]];
+		}
+		g->hnext = e->hash[g->id % SEG_HASH];
+		e->hash[g->id % SEG_HASH] = g;
+		grp->segs[j] = g;
+		e->st.segs_opened++;
+	}
+	grp->nr_stripes = (uint32_t)(min_cap / st->l.slot_bytes);
+	for (j = 0; j < nseg; j++)
+		grp->segs[j]->nr_stripes = grp->nr_stripes;
+	grp->hnext = e->ghash[grp->id % SEG_HASH];
+	e->ghash[grp->id % SEG_HASH] = grp;
+	st->cur = grp;
+	e->rot += nseg * w;
+	e->st.groups_opened++;
+	free(cand);
+	za_log_debug("stream %u: group %llu opened: %u segments of %u stripes",
+		     st->id, (unsigned long long)grp->id, nseg,
+		     grp->nr_stripes);
+	return grp;
 }
 
 static void seg_finish_done(struct za_dev_req *req)
@@ -459,7 +604,7 @@ static void seg_finish_done(struct za_dev_req *req)
  */
 static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 {
-	unsigned i, w = e->l.width;
+	unsigned i, w = g->st->l.width;
 
 	if (g->taking || g->inflight || g->finished)
 		return;
@@ -473,7 +618,7 @@ static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 
 		m->active--;
 		if (!g->fin || !writable(m) ||
-		    (uint64_t)g->next_stripe * e->l.slot_bytes >=
+		    (uint64_t)g->next_stripe * g->st->l.slot_bytes >=
 			    m->zcap[g->zone[i]])
 			continue;
 		g->fin[i].op = ZA_DEV_OP_FINISH;
@@ -490,42 +635,48 @@ static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 	}
 }
 
-/* Stop @g taking stripes (full, or a column failed). */
-static void seg_stop_taking(struct za_engine *e, struct za_segment *g)
+/* Stop @grp taking stripes (full, or a column failed): seal its segments. */
+static void group_stop(struct za_engine *e, struct group *grp)
 {
-	unsigned i;
+	unsigned i, j;
 
-	if (!g->taking)
+	if (!grp->taking)
 		return;
-	g->taking = false;
-	for (i = 0; i < e->l.width; i++)
-		e->m[g->member[i]].taking = false;
-	for (i = 0; i < e->nr_taking; i++)
-		if (e->taking[i] == g) {
-			e->taking[i] = e->taking[--e->nr_taking];
-			break;
-		}
-	seg_maybe_finish(e, g);
+	grp->taking = false;
+	if (grp->st->cur == grp)
+		grp->st->cur = NULL;
+	for (j = 0; j < grp->w; j++) {
+		struct za_segment *g = grp->segs[j];
+
+		g->taking = false;
+		for (i = 0; i < grp->st->l.width; i++)
+			e->m[g->member[i]].taking &= ~(1u << grp->st->id);
+	}
+	for (j = 0; j < grp->w; j++)
+		seg_maybe_finish(e, grp->segs[j]);
 }
 
 /* ---- writing ---- */
 
-struct za_stripe_w *za_engine_stripe_get(struct za_engine *e)
+struct za_stripe_w *za_engine_stripe_get_stream(struct za_engine *e,
+						unsigned stream)
 {
-	struct za_stripe_w *s = e->pool;
+	struct stream *st = &e->streams[stream];
+	struct za_stripe_w *s = st->pool;
 
+	assert(stream < e->nr_streams);
 	if (s) {
-		e->pool = s->next;
+		st->pool = s->next;
 	} else {
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return NULL;
 		if (posix_memalign((void **)&s->buf, 4096,
-				   e->l.width * e->l.slot_bytes))
+				   st->l.width * st->l.slot_bytes))
 			s->buf = NULL;
-		s->lbas = calloc(e->l.data_blocks, sizeof(*s->lbas));
-		s->reqs =
-			calloc((size_t)e->l.width * e->parts, sizeof(*s->reqs));
+		s->lbas = calloc(st->l.data_blocks, sizeof(*s->lbas));
+		s->reqs = calloc((size_t)st->l.width * st->parts,
+				 sizeof(*s->reqs));
 		if (!s->buf || !s->lbas || !s->reqs) {
 			free(s->buf);
 			free(s->lbas);
@@ -534,6 +685,7 @@ struct za_stripe_w *za_engine_stripe_get(struct za_engine *e)
 			return NULL;
 		}
 	}
+	s->stream = stream;
 	s->eng = e;
 	s->next = NULL;
 	s->nr_blocks = 0;
@@ -544,21 +696,29 @@ struct za_stripe_w *za_engine_stripe_get(struct za_engine *e)
 	return s;
 }
 
+struct za_stripe_w *za_engine_stripe_get(struct za_engine *e)
+{
+	return za_engine_stripe_get_stream(e, ZA_STREAM_DATA);
+}
+
 void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s)
 {
-	s->next = e->pool;
-	e->pool = s;
+	struct stream *st = &e->streams[s->stream];
+
+	s->next = st->pool;
+	st->pool = s;
 }
 
 uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
 			   uint32_t b)
 {
+	const struct za_stripe_layout *l = &e->streams[s->stream].l;
 	unsigned col;
 	uint32_t cb;
 
-	assert(b < e->l.data_blocks);
-	za_stripe_locate(&e->l, b, &col, &cb);
-	return s->buf + col * e->l.slot_bytes + ZA_STRIPE_HDR_BYTES +
+	assert(b < l->data_blocks);
+	za_stripe_locate(l, b, &col, &cb);
+	return s->buf + col * l->slot_bytes + ZA_STRIPE_HDR_BYTES +
 	       (uint64_t)cb * 4096;
 }
 
@@ -566,7 +726,7 @@ uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
 static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 			   struct za_segment *g)
 {
-	const struct za_stripe_layout *l = &e->l;
+	const struct za_stripe_layout *l = &g->st->l;
 	uint8_t *payload[ZA_EC_MAX_WIDTH], *lbat[ZA_EC_MAX_WIDTH];
 	struct za_stripe_hdr h;
 	unsigned c, i;
@@ -592,8 +752,8 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 	for (c = 0; c < l->k; c++)
 		memset(lbat[c] + 8 * l->col_blocks, 0,
 		       ZA_STRIPE_LBA_BYTES - 8 * l->col_blocks);
-	za_ec_encode(e->ec, l->col_payload_bytes, payload);
-	za_ec_encode(e->ec, ZA_STRIPE_LBA_BYTES, lbat);
+	za_ec_encode(g->st->ec, l->col_payload_bytes, payload);
+	za_ec_encode(g->st->ec, ZA_STRIPE_LBA_BYTES, lbat);
 
 	memset(&h, 0, sizeof(h));
 	h.array_uuid = e->uuid;
@@ -618,68 +778,48 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 	}
 }
 
-static void pump(struct za_engine *e);
 static void col_write_done(struct za_dev_req *req);
 
-static void stripe_fail_all(struct za_engine *e, int err)
+static void stripe_fail_all(struct stream *st, int err)
 {
 	struct za_stripe_w *s;
 
-	while ((s = e->pend_head)) {
-		e->pend_head = s->next;
-		if (!e->pend_head)
-			e->pend_tail = NULL;
+	while ((s = st->pend_head)) {
+		st->pend_head = s->next;
+		if (!st->pend_head)
+			st->pend_tail = NULL;
 		s->done(s, err);
 	}
 }
 
-static struct za_segment *pick_seg(struct za_engine *e)
-{
-	struct za_segment *best = NULL;
-	unsigned i;
-
-	for (i = 0; i < e->nr_taking; i++) {
-		struct za_segment *g = e->taking[i];
-
-		if (g->inflight >= e->inflight_per_seg)
-			continue;
-		if (!best || g->inflight < best->inflight)
-			best = g;
-	}
-	return best;
-}
-
-static unsigned nr_writable(const struct za_engine *e)
-{
-	unsigned i, n = 0;
-
-	for (i = 0; i < e->nr_members; i++)
-		n += writable(&e->m[i]);
-	return n;
-}
-
 static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
-			    struct za_segment *g)
+			    struct group *grp)
 {
-	const struct za_stripe_layout *l = &e->l;
+	struct stream *st = grp->st;
+	const struct za_stripe_layout *l = &st->l;
+	struct za_segment *g = grp->segs[grp->next_pos % grp->w];
 	unsigned c, part;
 
 	s->seg = g;
+	s->group_id = grp->id;
+	s->group_pos = grp->next_pos++;
 	s->stripe_idx = g->next_stripe++;
+	assert(s->stripe_idx == s->group_pos / grp->w);
 	s->seq = e->seq++;
 	s->fail_mask = 0;
 	g->inflight++;
-	if (g->next_stripe == g->nr_stripes)
-		seg_stop_taking(e, g);
+	e->inflight++;
+	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
+		group_stop(e, grp);
 	stripe_prepare(e, s, g);
-	s->pending = l->width * e->parts;
+	s->pending = l->width * st->parts;
 	for (c = 0; c < l->width; c++) {
 		struct member *m = &e->m[g->member[c]];
 		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
 			       (uint64_t)s->stripe_idx * l->slot_bytes;
 
-		for (part = 0; part < e->parts; part++) {
-			struct za_dev_req *r = &s->reqs[c * e->parts + part];
+		for (part = 0; part < st->parts; part++) {
+			struct za_dev_req *r = &s->reqs[c * st->parts + part];
 			uint64_t po = (uint64_t)part * e->io_max;
 			uint64_t len = l->slot_bytes - po;
 
@@ -697,59 +837,72 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	}
 }
 
+static void pump_stream(struct za_engine *e, struct stream *st)
+{
+	struct group *grp;
+	struct za_stripe_w *s;
+
+	while (st->pend_head) {
+		grp = st->cur;
+		if (!grp)
+			grp = group_open(e, st);
+		if (!grp) {
+			/* Nothing in flight will free a zone: give up. */
+			if (!e->inflight) {
+				za_log_err("stream %u: no segment can be "
+					   "opened: %u writable members for "
+					   "%u columns",
+					   st->id, nr_writable(e), st->l.width);
+				stripe_fail_all(st, -ENOSPC);
+			}
+			break;
+		}
+		/* Strict round robin: wait for the next segment's turn. */
+		if (grp->segs[grp->next_pos % grp->w]->inflight >=
+		    e->inflight_per_seg)
+			break;
+		s = st->pend_head;
+		st->pend_head = s->next;
+		if (!st->pend_head)
+			st->pend_tail = NULL;
+		stripe_dispatch(e, s, grp);
+	}
+}
+
 static void pump(struct za_engine *e)
 {
-	struct za_segment *g;
-	struct za_stripe_w *s;
+	unsigned i;
 
 	if (e->pumping)
 		return;
 	e->pumping = true;
-	while (e->pend_head) {
-		/* Keep the write set full, then spread over it. */
-		while (e->nr_taking < nr_writable(e) / e->l.width &&
-		       seg_open(e))
-			;
-		g = pick_seg(e);
-		if (!g) {
-			/* Nothing in flight will free a slot: give up. */
-			if (!e->inflight) {
-				za_log_err("no segment can be opened: %u "
-					   "writable members for %u columns",
-					   nr_writable(e), e->l.width);
-				stripe_fail_all(e, -ENOSPC);
-			}
-			break;
-		}
-		s = e->pend_head;
-		e->pend_head = s->next;
-		if (!e->pend_head)
-			e->pend_tail = NULL;
-		e->inflight++;
-		stripe_dispatch(e, s, g);
-	}
+	for (i = 0; i < e->nr_streams; i++)
+		pump_stream(e, &e->streams[i]);
 	e->pumping = false;
 }
 
 static void enqueue(struct za_engine *e, struct za_stripe_w *s, bool front)
 {
+	struct stream *st = &e->streams[s->stream];
+
 	s->next = NULL;
 	if (front) {
-		s->next = e->pend_head;
-		e->pend_head = s;
-		if (!e->pend_tail)
-			e->pend_tail = s;
-	} else if (e->pend_tail) {
-		e->pend_tail->next = s;
-		e->pend_tail = s;
+		s->next = st->pend_head;
+		st->pend_head = s;
+		if (!st->pend_tail)
+			st->pend_tail = s;
+	} else if (st->pend_tail) {
+		st->pend_tail->next = s;
+		st->pend_tail = s;
 	} else {
-		e->pend_head = e->pend_tail = s;
+		st->pend_head = st->pend_tail = s;
 	}
 }
 
 void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
 {
-	assert(s->nr_blocks <= e->l.data_blocks && s->done);
+	assert(s->stream < e->nr_streams && s->done &&
+	       s->nr_blocks <= e->streams[s->stream].l.data_blocks);
 	s->tries = 0;
 	enqueue(e, s, false);
 	pump(e);
@@ -758,24 +911,25 @@ void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
 static void member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
 {
 	struct member *m = &e->m[idx];
-	unsigned i, c;
+	unsigned i, j, c;
 
 	if (m->state == ZA_MEMBER_FAILED || m->state == ZA_MEMBER_REMOVED)
 		return;
 	m->state = ZA_MEMBER_FAILED;
 	za_log_err("%s: member %u failed (%s): excluded from new segments",
 		   m->dev ? m->dev->path : "(missing)", idx, strerror(-err));
-	/* Segments still taking stripes on it stop now (invariant 4). */
-	for (i = 0; i < e->nr_taking;) {
-		struct za_segment *g = e->taking[i];
+	/* Groups still taking stripes on it stop now (invariant 4). */
+	for (i = 0; i < e->nr_streams; i++) {
+		struct group *grp = e->streams[i].cur;
 		bool has = false;
 
-		for (c = 0; c < e->l.width; c++)
-			has |= g->member[c] == idx;
+		if (!grp)
+			continue;
+		for (j = 0; j < grp->w; j++)
+			for (c = 0; c < e->streams[i].l.width; c++)
+				has |= grp->segs[j]->member[c] == idx;
 		if (has)
-			seg_stop_taking(e, g); /* swaps in the last one */
-		else
-			i++;
+			group_stop(e, grp);
 	}
 	if (notify && e->member_failed)
 		e->member_failed(e, idx, err, e->priv);
@@ -793,7 +947,7 @@ static void col_write_done(struct za_dev_req *req)
 	struct za_stripe_w *s = req->priv;
 	struct za_engine *e = s->eng;
 	struct za_segment *g = s->seg;
-	unsigned idx = (unsigned)(req - s->reqs) / e->parts;
+	unsigned idx = (unsigned)(req - s->reqs) / g->st->parts;
 	struct member *m = &e->m[g->member[idx]];
 
 	if (req->result) {
@@ -808,7 +962,7 @@ static void col_write_done(struct za_dev_req *req)
 		s->fail_mask |= 1ull << idx;
 		if (req->result == -EIO || req->result == -ENODEV)
 			member_fail(e, g->member[idx], req->result, true);
-		seg_stop_taking(e, g);
+		group_stop(e, g->grp);
 	}
 	if (--s->pending)
 		return;
@@ -847,7 +1001,7 @@ static void flush_done(struct za_dev_req *req)
 		return;
 	free(f->reqs);
 	f->reqs = NULL;
-	f->done(f, za_engine_nr_lost(e) > e->l.p ? -EIO : 0);
+	f->done(f, za_engine_nr_lost(e) > e->streams[0].l.p ? -EIO : 0);
 	pump(e);
 }
 
@@ -858,7 +1012,8 @@ static void flush_none(struct za_io_defer *d)
 					   offsetof(struct za_engine_flush,
 						    defer));
 
-	f->done(f, za_engine_nr_lost(f->eng) > f->eng->l.p ? -EIO : 0);
+	f->done(f,
+		za_engine_nr_lost(f->eng) > f->eng->streams[0].l.p ? -EIO : 0);
 }
 
 void za_engine_flush(struct za_engine *e, struct za_engine_flush *f)
@@ -914,6 +1069,7 @@ struct rd_unit {
 	struct za_read *r;
 	struct za_segment *g;
 	uint32_t stripe_idx;
+	uint64_t group_pos; /* the stripe's position in its group */
 	unsigned col; /* the column the reader wants */
 	uint32_t lo, n; /* payload block range of that column */
 	uint64_t good; /* columns read and verified over [lo, lo + n) */
@@ -929,12 +1085,14 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
 		       uint32_t j, uint64_t *dst_blk)
 {
 	const struct za_read *r = u->r;
-	uint64_t d = (uint64_t)u->stripe_idx * e->l.data_blocks +
-		     za_stripe_block_of(&e->l, u->col, j);
+	const struct za_stripe_layout *l = &u->g->st->l;
+	uint64_t d = u->group_pos * l->data_blocks +
+		     za_stripe_block_of(l, u->col, j);
 
-	if (d < r->dpos || d >= r->dpos + r->nr_blocks)
+	(void)e;
+	if (d < r->gpos || d >= r->gpos + r->nr_blocks)
 		return false;
-	*dst_blk = d - r->dpos;
+	*dst_blk = d - r->gpos;
 	return true;
 }
 
@@ -942,7 +1100,7 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
 static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 		      bool only_wanted)
 {
-	const struct za_stripe_layout *l = &e->l;
+	const struct za_stripe_layout *l = &u->g->st->l;
 	struct za_stripe_hdr h;
 	uint64_t dst;
 	unsigned i;
@@ -1045,7 +1203,7 @@ static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
 	}
 	u->cio[col] = ci;
 	base = (uint64_t)u->g->zone[col] * m->zone_bytes +
-	       (uint64_t)u->stripe_idx * e->l.slot_bytes;
+	       (uint64_t)u->stripe_idx * u->g->st->l.slot_bytes;
 	ci->reqs[0].off_bytes = base;
 	ci->reqs[0].len_bytes = 4096;
 	ci->reqs[0].buf = ci->hdr;
@@ -1104,7 +1262,7 @@ static void unit_copy_out(struct za_engine *e, struct rd_unit *u,
 /* Decode the wanted column from k verified ones. */
 static int unit_decode(struct za_engine *e, struct rd_unit *u)
 {
-	const struct za_stripe_layout *l = &e->l;
+	const struct za_stripe_layout *l = &u->g->st->l;
 	uint8_t *ptrs[ZA_EC_MAX_WIDTH] = { 0 };
 	uint8_t *out = NULL;
 	uint64_t avail = 0, len = (uint64_t)u->n * 4096, dst;
@@ -1122,7 +1280,7 @@ static int unit_decode(struct za_engine *e, struct rd_unit *u)
 	if (posix_memalign((void **)&out, 4096, len))
 		return -ENOMEM;
 	ptrs[u->col] = out;
-	ret = za_ec_reconstruct(e->ec, len, ptrs, avail, 1ull << u->col);
+	ret = za_ec_reconstruct(u->g->st->ec, len, ptrs, avail, 1ull << u->col);
 	if (ret) {
 		free(out);
 		return ret;
@@ -1145,7 +1303,7 @@ static int unit_decode(struct za_engine *e, struct rd_unit *u)
 static void unit_step(struct rd_unit *u)
 {
 	struct za_engine *e = u->r->eng;
-	const struct za_stripe_layout *l = &e->l;
+	const struct za_stripe_layout *l = &u->g->st->l;
 	unsigned c, have, want;
 
 	if (!u->degraded && (u->good & (1ull << u->col))) {
@@ -1194,19 +1352,19 @@ static void read_fail_later(struct za_io_defer *d)
 
 void za_engine_read(struct za_engine *e, struct za_read *r)
 {
-	const struct za_stripe_layout *l = &e->l;
-	struct za_segment *g = seg_find(e, r->seg_id);
-	uint64_t d, end = r->dpos + r->nr_blocks;
+	struct group *grp = group_find(e, r->group_id);
+	const struct za_stripe_layout *l = grp ? &grp->st->l : NULL;
+	uint64_t d, end = r->gpos + r->nr_blocks;
 
 	r->eng = e;
 	r->result = 0;
 	r->repaired_blocks = 0;
 	r->pending = 1;
 	e->reads++;
-	if (!g)
+	if (!grp)
 		r->result = -ENOENT;
-	else if (!r->nr_blocks || r->dpos > UINT64_MAX - r->nr_blocks ||
-		 end > (uint64_t)g->next_stripe * l->data_blocks)
+	else if (!r->nr_blocks || r->gpos > UINT64_MAX - r->nr_blocks ||
+		 end > grp->next_pos * l->data_blocks)
 		r->result = -EINVAL;
 	if (r->result) {
 		r->defer.fn = read_fail_later;
@@ -1214,9 +1372,10 @@ void za_engine_read(struct za_engine *e, struct za_read *r)
 		return;
 	}
 	e->st.blocks_read += r->nr_blocks;
-	for (d = r->dpos; d < end;) {
-		uint32_t sidx = (uint32_t)(d / l->data_blocks);
-		uint64_t s_end = (uint64_t)(sidx + 1) * l->data_blocks;
+	for (d = r->gpos; d < end;) {
+		uint64_t j = d / l->data_blocks;
+		uint64_t s_end = (j + 1) * l->data_blocks;
+		struct za_segment *g = grp->segs[j % grp->w];
 		uint32_t lo[ZA_EC_MAX_WIDTH], hi[ZA_EC_MAX_WIDTH];
 		unsigned c;
 
@@ -1248,7 +1407,8 @@ void za_engine_read(struct za_engine *e, struct za_read *r)
 			}
 			u->r = r;
 			u->g = g;
-			u->stripe_idx = sidx;
+			u->stripe_idx = (uint32_t)(j / grp->w);
+			u->group_pos = j;
 			u->col = c;
 			u->lo = lo[c];
 			u->n = hi[c] - lo[c] + 1;
@@ -1301,14 +1461,14 @@ static void sync_read_done(struct za_read *r, int result)
 	c->done = true;
 }
 
-int za_engine_read_sync(struct za_engine *e, uint64_t seg_id, uint64_t dpos,
+int za_engine_read_sync(struct za_engine *e, uint64_t group_id, uint64_t gpos,
 			uint32_t nr_blocks, void *buf, uint32_t *repaired)
 {
 	struct sync_ctx c = { 0 };
 	struct za_read r = { 0 };
 
-	r.seg_id = seg_id;
-	r.dpos = dpos;
+	r.group_id = group_id;
+	r.gpos = gpos;
 	r.nr_blocks = nr_blocks;
 	r.buf = buf;
 	r.done = sync_read_done;
@@ -1386,18 +1546,42 @@ int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
 	info->state = g->state;
 	info->nr_stripes = g->nr_stripes;
 	info->next_stripe = g->next_stripe;
-	for (i = 0; i < e->l.width; i++) {
+	for (i = 0; i < g->st->l.width; i++) {
 		info->members[i] = g->member[i];
 		info->zones[i] = g->zone[i];
 	}
 	return 0;
 }
 
-uint64_t za_engine_seg_data_blocks(const struct za_engine *e, uint64_t seg_id)
+int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
+			 struct za_group_info *info)
 {
-	const struct za_segment *g = seg_find(e, seg_id);
+	const struct group *grp = group_find(e, group_id);
+	unsigned j;
 
-	return g ? (uint64_t)g->nr_stripes * e->l.data_blocks : 0;
+	if (!grp)
+		return -ENOENT;
+	info->id = grp->id;
+	info->stream = grp->st->id;
+	info->nr_segs = grp->w;
+	info->nr_stripes = grp->nr_stripes;
+	info->next_pos = grp->next_pos;
+	info->taking = grp->taking;
+	for (j = 0; j < grp->w; j++)
+		info->seg_ids[j] = grp->segs[j]->id;
+	return 0;
+}
+
+int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
+			   uint64_t pos, uint64_t *seg_id, uint32_t *stripe_idx)
+{
+	const struct group *grp = group_find(e, group_id);
+
+	if (!grp || pos >= (uint64_t)grp->w * grp->nr_stripes)
+		return -ENOENT;
+	*seg_id = grp->segs[pos % grp->w]->id;
+	*stripe_idx = (uint32_t)(pos / grp->w);
+	return 0;
 }
 
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
@@ -1406,7 +1590,10 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 
 	*st = e->st;
 	st->next_seq = e->seq;
-	st->open_segs = e->nr_taking;
+	st->open_segs = 0;
+	for (i = 0; i < e->nr_streams; i++)
+		if (e->streams[i].cur)
+			st->open_segs += e->streams[i].cur->w;
 	st->free_zones = 0;
 	for (i = 0; i < e->nr_members; i++)
 		if (writable(&e->m[i]))

@@ -55,6 +55,7 @@ struct za_engine_params {
 	uint64_t next_seq; /* first sequence number to hand out */
 	uint64_t next_seg_id; /* first segment id */
 	unsigned inflight_per_seg; /* stripes in flight per segment; 0: 4 */
+	unsigned max_group_segs; /* data write set width; 0: as many as fit */
 	/*
 	 * Called (loop thread) when the engine excludes a member after I/O
 	 * errors, after it has stopped placing anything on it; array.c
@@ -81,7 +82,20 @@ bool za_engine_busy(const struct za_engine *e);
 /* Reset every non-empty data zone of @dev. Synchronous. 0 or -errno. */
 int za_engine_format(struct za_dev *dev);
 
+/* Stream 0 carries data with the array's geometry (params.geom). */
+#define ZA_STREAM_DATA 0u
+#define ZA_ENGINE_MAX_STREAMS 4u
+
+/*
+ * Add a stream with its own geometry (e.g. the journal: k = 1, one 4 KiB
+ * chunk per stripe) and write-set width (@max_segs segments per group; 0:
+ * as many as fit). Returns 0 and the stream id in @id, or -errno.
+ */
+int za_engine_stream_add(struct za_engine *e, const struct za_geom *g,
+			 unsigned max_segs, unsigned *id);
 const struct za_stripe_layout *za_engine_layout(const struct za_engine *e);
+const struct za_stripe_layout *
+za_engine_stream_layout(const struct za_engine *e, unsigned id);
 
 /* ---- writing ---- */
 
@@ -93,6 +107,7 @@ const struct za_stripe_layout *za_engine_layout(const struct za_engine *e);
  */
 struct za_stripe_w {
 	uint8_t *buf; /* width * slot_bytes */
+	unsigned stream; /* set by za_engine_stripe_get_stream() */
 	uint64_t *lbas; /* data_blocks entries */
 	uint32_t nr_blocks; /* data blocks used: 0..nr_blocks-1 */
 	uint8_t kind; /* enum za_stripe_kind */
@@ -100,7 +115,10 @@ struct za_stripe_w {
 	void *priv;
 
 	/* Set before done(result == 0): where the stripe is, durable on all
-	 * k+p columns (as far as the drives' caches allow: see flush). */
+	 * k+p columns (as far as the drives' caches allow: see flush). Its
+	 * data blocks are at group positions group_pos * data_blocks + b. */
+	uint64_t group_id;
+	uint64_t group_pos; /* stripe number within the group */
 	uint64_t seg_id;
 	uint32_t stripe_idx;
 	uint64_t seq;
@@ -117,6 +135,8 @@ struct za_stripe_w {
 
 /* Allocate a stripe buffer (pooled). Returns NULL on allocation failure. */
 struct za_stripe_w *za_engine_stripe_get(struct za_engine *e);
+struct za_stripe_w *za_engine_stripe_get_stream(struct za_engine *e,
+						unsigned stream);
 void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s);
 
 /* Pointer to stripe data block @b (0 <= b < data_blocks) in the buffer. */
@@ -154,8 +174,8 @@ void za_engine_flush(struct za_engine *e, struct za_engine_flush *f);
 /* ---- reading ---- */
 
 struct za_read {
-	uint64_t seg_id;
-	uint64_t dpos; /* data block position within the segment */
+	uint64_t group_id;
+	uint64_t gpos; /* data block position within the group */
 	uint32_t nr_blocks;
 	uint8_t *buf; /* nr_blocks * 4096, 4 KiB aligned */
 	void (*done)(struct za_read *r, int result);
@@ -171,18 +191,18 @@ struct za_read {
 };
 
 /*
- * Read data blocks [dpos, dpos + nr_blocks) of a segment, verified against
+ * Read data blocks [gpos, gpos + nr_blocks) of a group, verified against
  * their stripe headers. A block that cannot be read or fails its CRC is
  * decoded from the other columns and counted against its member.
  * done(0) with exact data, or -EIO when more than p columns of a stripe
- * are lost (never wrong data), -EINVAL for a range outside the segment,
- * -ENOENT for an unknown segment.
+ * are lost (never wrong data), -EINVAL for a range outside what was
+ * written, -ENOENT for an unknown group.
  */
 void za_engine_read(struct za_engine *e, struct za_read *r);
 
 /* Synchronous wrappers for tools and tests (run the loop until done). */
 int za_engine_write_sync(struct za_engine *e, struct za_stripe_w *s);
-int za_engine_read_sync(struct za_engine *e, uint64_t seg_id, uint64_t dpos,
+int za_engine_read_sync(struct za_engine *e, uint64_t group_id, uint64_t gpos,
 			uint32_t nr_blocks, void *buf, uint32_t *repaired);
 int za_engine_flush_sync(struct za_engine *e);
 
@@ -208,17 +228,37 @@ struct za_seg_info {
 /* Returns 0 or -ENOENT. */
 int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
 		       struct za_seg_info *info);
-/* Data blocks a segment holds when full. */
-uint64_t za_engine_seg_data_blocks(const struct za_engine *e, uint64_t seg_id);
+/*
+ * A group: the segments of one stream opened together and written round
+ * robin, stripe j of the group being stripe j / nr_segs of segment
+ * j % nr_segs. Sequential data stays contiguous in group positions
+ * whatever the width of the write set, so the volume's map needs one
+ * extent per group, not per stripe.
+ */
+struct za_group_info {
+	uint64_t id;
+	unsigned stream;
+	unsigned nr_segs;
+	uint32_t nr_stripes; /* per segment */
+	uint64_t next_pos; /* stripes handed out */
+	bool taking;
+	uint64_t seg_ids[ZA_SB_MAX_MEMBERS];
+};
+int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
+			 struct za_group_info *info);
+/* Locate group stripe @pos: its segment and stripe index. 0 or -ENOENT. */
+int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
+			   uint64_t pos, uint64_t *seg_id,
+			   uint32_t *stripe_idx);
 
 struct za_engine_stats {
 	uint64_t stripes_written;
 	uint64_t stripes_rewritten; /* written again after a column failed */
-	uint64_t segs_opened, segs_sealed;
+	uint64_t segs_opened, segs_sealed, groups_opened;
 	uint64_t blocks_read, blocks_repaired;
 	uint64_t free_zones; /* over all writable members */
 	uint64_t next_seq;
-	unsigned open_segs;
+	unsigned open_segs; /* segments taking stripes, all streams */
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 

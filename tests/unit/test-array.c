@@ -110,11 +110,10 @@ static void write_read(struct za_array *a)
 	ck_assert_int_eq(posix_memalign((void **)&buf, 4096,
 					(size_t)l->data_blocks * 4096),
 			 0);
-	ck_assert_int_eq(
-		za_engine_read_sync(e, s->seg_id,
-				    (uint64_t)s->stripe_idx * l->data_blocks,
-				    l->data_blocks, buf, NULL),
-		0);
+	ck_assert_int_eq(za_engine_read_sync(e, s->group_id,
+					     s->group_pos * l->data_blocks,
+					     l->data_blocks, buf, NULL),
+			 0);
 	for (b = 0; b < l->data_blocks; b++)
 		ck_assert_uint_eq(buf[(size_t)b * 4096 + 100],
 				  (uint8_t)(b * 7 + 1));

@@ -131,6 +131,9 @@ static void tarr_free(struct tarr *t)
 struct wrec {
 	uint64_t seg_id;
 	uint32_t stripe_idx;
+	uint64_t group_id;
+	uint64_t group_pos;
+	unsigned stream;
 	uint32_t nr_blocks;
 	uint64_t seed;
 };
@@ -156,6 +159,7 @@ static int write_one(struct tarr *t, struct wrec *w, uint32_t nr_blocks)
 
 	ck_assert_ptr_nonnull(s);
 	w->seed = rnd();
+	w->stream = ZA_STREAM_DATA;
 	w->nr_blocks = nr_blocks;
 	for (b = 0; b < nr_blocks; b++) {
 		fill_block(za_stripe_w_block(t->e, s, b), w->seed, b);
@@ -165,6 +169,8 @@ static int write_one(struct tarr *t, struct wrec *w, uint32_t nr_blocks)
 	ret = za_engine_write_sync(t->e, s);
 	w->seg_id = s->seg_id;
 	w->stripe_idx = s->stripe_idx;
+	w->group_id = s->group_id;
+	w->group_pos = s->group_pos;
 	za_engine_stripe_put(t->e, s);
 	return ret;
 }
@@ -173,17 +179,17 @@ static int write_one(struct tarr *t, struct wrec *w, uint32_t nr_blocks)
 static int check_one(struct tarr *t, const struct wrec *w, uint32_t from,
 		     uint32_t n, uint32_t *repaired)
 {
-	const struct za_stripe_layout *l = za_engine_layout(t->e);
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(t->e, w->stream);
 	uint8_t *buf, exp[4096];
 	uint32_t b;
 	int ret;
 
 	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, (size_t)n * 4096),
 			 0);
-	ret = za_engine_read_sync(t->e, w->seg_id,
-				  (uint64_t)w->stripe_idx * l->data_blocks +
-					  from,
-				  n, buf, repaired);
+	ret = za_engine_read_sync(t->e, w->group_id,
+				  w->group_pos * l->data_blocks + from, n, buf,
+				  repaired);
 	if (!ret)
 		for (b = 0; b < n; b++) {
 			fill_block(exp, w->seed, from + b);
@@ -316,6 +322,29 @@ START_TEST(test_geometry)
 	za_engine_get_stats(t.e, &st);
 	ck_assert_uint_eq(st.stripes_written, nw);
 	ck_assert_uint_ge(st.segs_opened, g->n / width);
+	/* The first group spans every member it can, written round robin. */
+	{
+		struct za_group_info *gi = malloc(sizeof(*gi));
+		uint64_t sid;
+		uint32_t sidx;
+
+		ck_assert_int_eq(za_engine_group_info(t.e, w[0].group_id, gi),
+				 0);
+		ck_assert_uint_eq(gi->nr_segs, g->n / width);
+		for (i = 0; i < nw; i++) {
+			if (w[i].group_id != w[0].group_id)
+				continue;
+			ck_assert_int_eq(za_engine_group_locate(
+						 t.e, w[i].group_id,
+						 w[i].group_pos, &sid, &sidx),
+					 0);
+			ck_assert_uint_eq(sid, w[i].seg_id);
+			ck_assert_uint_eq(sidx, w[i].stripe_idx);
+			ck_assert_uint_eq(
+				sid, gi->seg_ids[w[i].group_pos % gi->nr_segs]);
+		}
+		free(gi);
+	}
 	/* Byte-exact round trip, whole stripes and random sub-ranges. */
 	for (i = 0; i < nw; i++) {
 		uint32_t from = (uint32_t)(rnd() % w[i].nr_blocks);
@@ -438,6 +467,8 @@ static void aw_done(struct za_stripe_w *s, int result)
 	a->result = result;
 	a->w->seg_id = s->seg_id;
 	a->w->stripe_idx = s->stripe_idx;
+	a->w->group_id = s->group_id;
+	a->w->group_pos = s->group_pos;
 	a->done = true;
 	aw_outstanding--;
 	za_engine_stripe_put(a->t->e, s);
@@ -529,6 +560,7 @@ START_TEST(test_fail_while_writing)
 
 			a[next].t = &t;
 			a[next].w = &w[next];
+			w[next].stream = ZA_STREAM_DATA;
 			w[next].seed = rnd();
 			w[next].nr_blocks = nb;
 			for (b = 0; b < nb; b++) {
@@ -657,6 +689,71 @@ START_TEST(test_zone_limits)
 }
 END_TEST
 
+/*
+ * A second stream with its own geometry (the journal's: k = 1, one 4 KiB
+ * block per stripe, p copies' worth of redundancy) beside the data stream:
+ * both write, both read back, the journal survives p lost members.
+ */
+START_TEST(test_journal_stream)
+{
+	struct tarr t;
+	struct za_geom jg = { 0 };
+	unsigned jid, i, c;
+	struct wrec w[40];
+	struct za_seg_info si;
+
+	rng = 31337;
+	tarr_make(&t, 8, 4, 2, 4096, 2, 8, 2);
+	jg.k = 1;
+	jg.p = 2;
+	jg.matrix = ZA_EC_MATRIX_CAUCHY;
+	jg.stripe_rows = 1;
+	jg.chunk_bytes = 4096;
+	jg.lblock_bytes = 4096;
+	jg.hdr_bytes = 4096;
+	ck_assert_int_eq(za_engine_stream_add(t.e, &jg, 1, &jid), 0);
+	ck_assert_uint_eq(jid, 1);
+	ck_assert_uint_eq(za_engine_stream_layout(t.e, jid)->data_blocks, 1);
+	for (i = 0; i < 40; i++) {
+		struct za_stripe_w *s;
+
+		if (i % 4) {
+			s = za_engine_stripe_get_stream(t.e, jid);
+			w[i].seed = rnd();
+			w[i].nr_blocks = 1;
+			fill_block(za_stripe_w_block(t.e, s, 0), w[i].seed, 0);
+			s->lbas[0] = i;
+			s->nr_blocks = 1;
+			ck_assert_int_eq(za_engine_write_sync(t.e, s), 0);
+			w[i].seg_id = s->seg_id;
+			w[i].stripe_idx = s->stripe_idx;
+			w[i].group_id = s->group_id;
+			w[i].group_pos = s->group_pos;
+			w[i].stream = jid;
+			za_engine_stripe_put(t.e, s);
+		} else {
+			ck_assert_int_eq(
+				write_one(&t, &w[i],
+					  za_engine_layout(t.e)->data_blocks),
+				0);
+		}
+	}
+	for (i = 0; i < 40; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	/* A journal group is one segment of 3 columns; lose two of them. */
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[1].seg_id, &si), 0);
+	for (c = 0; c < 2; c++)
+		spoil(&t, si.members[c], c & 1);
+	ck_assert_int_eq(check_one(&t, &w[1], 0, 1, NULL), 0);
+	spoil(&t, si.members[2], true);
+	ck_assert_int_eq(check_one(&t, &w[1], 0, 1, NULL), -EIO);
+	for (c = 0; c < 3; c++)
+		unspoil(&t, si.members[c]);
+	tarr_free(&t);
+}
+END_TEST
+
 /* Stripe header codec: round trip and hostile input. */
 START_TEST(test_header_codec)
 {
@@ -728,6 +825,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_fail_while_writing, 0, 4);
 	tcase_add_test(tc, test_mixed_sizes_fill);
 	tcase_add_test(tc, test_zone_limits);
+	tcase_add_test(tc, test_journal_stream);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
