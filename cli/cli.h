@@ -20,6 +20,14 @@ enum {
 	ZA_EXIT_USAGE = 2,
 };
 
+/* `zarray status --test`, as mdadm --detail --test. */
+enum {
+	ZA_EXIT_TEST_HEALTHY = 0,
+	ZA_EXIT_TEST_DEGRADED = 1,
+	ZA_EXIT_TEST_UNUSABLE = 2,
+	ZA_EXIT_TEST_NO_INFO = 4, /* no daemon, no such array */
+};
+
 struct za_cli {
 	const char *socket_path;
 	bool json;
@@ -29,6 +37,22 @@ struct za_cli {
 /* Commands: argv[0] is the command's name. Return an exit code. */
 int za_cmd_zones(struct za_cli *cli, int argc, char **argv);
 int za_cmd_emu(struct za_cli *cli, int argc, char **argv);
+/* Through zarrayd (cmd-array.c, cmd-status.c). */
+int za_cmd_create(struct za_cli *cli, int argc, char **argv);
+int za_cmd_assemble(struct za_cli *cli, int argc, char **argv);
+int za_cmd_stop(struct za_cli *cli, int argc, char **argv);
+int za_cmd_destroy(struct za_cli *cli, int argc, char **argv);
+int za_cmd_add(struct za_cli *cli, int argc, char **argv);
+int za_cmd_remove(struct za_cli *cli, int argc, char **argv);
+int za_cmd_fail(struct za_cli *cli, int argc, char **argv);
+int za_cmd_replace(struct za_cli *cli, int argc, char **argv);
+int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv);
+int za_cmd_scrub(struct za_cli *cli, int argc, char **argv);
+int za_cmd_export(struct za_cli *cli, int argc, char **argv);
+int za_cmd_shutdown(struct za_cli *cli, int argc, char **argv);
+int za_cmd_list(struct za_cli *cli, int argc, char **argv);
+int za_cmd_status(struct za_cli *cli, int argc, char **argv);
+int za_cmd_watch(struct za_cli *cli, int argc, char **argv);
 
 /*
  * Parse a size: digits with an optional binary suffix K, M, G, T, P

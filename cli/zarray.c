@@ -21,6 +21,21 @@ static const struct {
 	int (*fn)(struct za_cli *cli, int argc, char **argv);
 	const char *summary;
 } commands[] = {
+	{ "create", za_cmd_create, "format devices into a new array" },
+	{ "assemble", za_cmd_assemble, "start an existing array" },
+	{ "stop", za_cmd_stop, "stop an array (its drives keep it)" },
+	{ "destroy", za_cmd_destroy, "stop an array and wipe its drives" },
+	{ "list", za_cmd_list, "list the running arrays" },
+	{ "status", za_cmd_status, "show an array's state, members, jobs" },
+	{ "add", za_cmd_add, "add devices to an array" },
+	{ "remove", za_cmd_remove, "drain and remove devices" },
+	{ "fail", za_cmd_fail, "mark a member failed" },
+	{ "replace", za_cmd_replace, "replace a member by another device" },
+	{ "rebuild", za_cmd_rebuild, "start, pause, resume, show a rebuild" },
+	{ "scrub", za_cmd_scrub, "start, stop, show a scrub" },
+	{ "watch", za_cmd_watch, "follow an array's jobs until they end" },
+	{ "export", za_cmd_export, "print an array's NBD URI" },
+	{ "shutdown", za_cmd_shutdown, "stop every array and zarrayd" },
 	{ "zones", za_cmd_zones, "report the zones of a drive (local)" },
 	{ "emu", za_cmd_emu, "create or power-cut emulated drives (local)" },
 };

@@ -1,0 +1,1731 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * daemon.c - the array service: control socket, command handlers, the
+ * registry of running arrays, the state directory, watch streams.
+ *
+ * Requests come from rpc.c already decoded and version-checked; each
+ * handler validates what it was sent (names, paths, enum values: nothing
+ * from a socket is trusted), calls array.h and answers with the array
+ * layer's one-line message and an ErrorCode mapped from its -errno.
+ *
+ * Array calls may run the loop themselves (synchronous superblock I/O),
+ * so while one command runs others can arrive: every command but ping is
+ * then parked in a FIFO and run, in order, once the current one returns.
+ * No handler ever sees an array in the middle of another's change, and
+ * the watch ticker skips its turn while a command runs.
+ *
+ * State: STATE/arrays/NAME.conf records each array this daemon created or
+ * assembled (name, uuid, member paths; written to a temporary file,
+ * fsynced, renamed), so that the next start assembles it again. `stop`
+ * and `destroy` remove the record; a shutdown (SIGTERM, `zarray
+ * shutdown`) keeps it.
+ *
+ * Commands the array layer cannot do yet (add, remove, replace, rebuild
+ * and scrub actions, export) are parsed, checked and refused with
+ * ERR_INVALID "not supported by this version", never faked.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "array.h"
+#include "daemon.h"
+#include "io.h"
+#include "log.h"
+#include "rpc.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "?"
+#endif
+
+#define D_MAX_PATH_BYTES 256 /* struct za_array_member_status.path */
+#define D_MAX_MEMBERS 1024 /* ZA_SB_MAX_MEMBERS */
+#define D_RECORD_LINE_BYTES 4096
+/* A file under one of our directories: the directory + a name. */
+#define D_FILE_BYTES (PATH_MAX + 384)
+
+struct d_array {
+	struct d_array *next;
+	struct za_array *a;
+	char name[ZA_SB_NAME_BYTES];
+};
+
+/* A connection waiting for something: a watch, a parked request, or the
+ * answer to a shutdown. Holds a reference on the connection. */
+struct d_waiter {
+	struct d_waiter *next;
+	struct za_rpc_conn *c;
+	uint64_t id;
+	Zarray__Request *req; /* parked requests only */
+	char name[ZA_SB_NAME_BYTES]; /* watches only */
+};
+
+struct za_daemon {
+	struct za_io *io;
+	struct ev_loop *loop;
+	char socket_path[PATH_MAX];
+	char state_dir[PATH_MAX];
+	char arrays_dir[PATH_MAX];
+	int sock_lock_fd, state_lock_fd;
+	bool socket_made;
+	struct za_rpc_server *srv;
+	struct d_array *arrays;
+	struct d_waiter *watches;
+	struct d_waiter *parked_head, *parked_tail;
+	struct d_waiter *shutdown_waiters;
+	ev_timer watch_timer;
+	double watch_interval_s;
+	struct za_io_defer drain;
+	bool drain_queued;
+	bool busy; /* a command (or the start-up assembly) is running */
+	bool stopping;
+};
+
+bool za_daemon_name_valid(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n == 0 || n >= ZA_SB_NAME_BYTES || name[0] == '-' || name[0] == '.')
+		return false;
+	for (i = 0; i < n; i++) {
+		char ch = name[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+		      ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* Member paths: absolute, printable, short enough for the array layer. */
+static bool path_valid(const char *path)
+{
+	size_t i, n = strlen(path);
+
+	if (n < 2 || n >= D_MAX_PATH_BYTES || path[0] != '/')
+		return false;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static void fmt_uuid(const struct za_uuid *u, char out[37])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i, o = 0;
+
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[u->b[i] >> 4];
+		out[o++] = hex[u->b[i] & 15];
+	}
+	out[o] = '\0';
+}
+
+static struct d_array *find_array(struct za_daemon *d, const char *name)
+{
+	struct d_array *e;
+
+	for (e = d->arrays; e; e = e->next)
+		if (!strcmp(e->name, name))
+			return e;
+	return NULL;
+}
+
+/* Take @name out of the registry (the caller stops or destroys it). */
+static void unlink_array(struct za_daemon *d, struct d_array *e)
+{
+	struct d_array **pp;
+
+	for (pp = &d->arrays; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			return;
+		}
+	}
+}
+
+static const char *peer_str(struct za_rpc_conn *c, char *buf, size_t len)
+{
+	const struct za_rpc_peer *p = za_rpc_conn_peer(c);
+
+	snprintf(buf, len, "uid %u pid %d", (unsigned)p->uid, (int)p->pid);
+	return buf;
+}
+
+/* ---- status messages ---- */
+
+static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
+{
+	Zarray__JobStatus *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	zarray__job_status__init(m);
+	m->kind = (Zarray__JobKind)j->kind;
+	m->state = (Zarray__JobState)j->state;
+	m->done_bytes = j->done_bytes;
+	m->total_bytes = j->total_bytes;
+	m->has_rate_bps = true;
+	m->rate_bps = j->rate_bps;
+	m->has_eta_s = true;
+	m->eta_s = j->eta_s;
+	return m;
+}
+
+static void jobs_free(Zarray__JobStatus **jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(jobs[i]);
+	free(jobs);
+}
+
+/* Jobs of @st, only those of @kind unless it is 0. */
+static int jobs_msg_new(const struct za_array_status *st, enum za_job_kind kind,
+			Zarray__JobStatus ***out, size_t *n)
+{
+	Zarray__JobStatus **jobs;
+	unsigned i, nr = st->nr_jobs < ZA_ARRAY_MAX_JOBS ? st->nr_jobs :
+							   ZA_ARRAY_MAX_JOBS;
+
+	*n = 0;
+	jobs = calloc(nr ? nr : 1, sizeof(*jobs));
+	if (!jobs)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++) {
+		if (kind && st->jobs[i].kind != kind)
+			continue;
+		jobs[*n] = job_msg_new(&st->jobs[i]);
+		if (!jobs[*n]) {
+			jobs_free(jobs, *n);
+			return -ENOMEM;
+		}
+		(*n)++;
+	}
+	*out = jobs;
+	return 0;
+}
+
+static void member_msg_free(Zarray__MemberStatus *m)
+{
+	if (!m)
+		return;
+	free(m->path);
+	free(m->uuid);
+	free(m);
+}
+
+static Zarray__MemberStatus *
+member_msg_new(const struct za_array_member_status *s)
+{
+	Zarray__MemberStatus *m = calloc(1, sizeof(*m));
+	char uuid[37];
+
+	if (!m)
+		return NULL;
+	zarray__member_status__init(m);
+	fmt_uuid(&s->uuid, uuid);
+	m->path = strndup(s->path, sizeof(s->path) - 1);
+	m->uuid = strdup(uuid);
+	if (!m->path || !m->uuid) {
+		member_msg_free(m);
+		return NULL;
+	}
+	m->index = s->idx;
+	m->state = (Zarray__MemberState)s->state;
+	m->size_bytes = s->size_bytes;
+	m->used_bytes = s->used_bytes;
+	m->err_read = s->err_read;
+	m->err_write = s->err_write;
+	m->err_checksum = s->err_checksum;
+	m->has_repaired_bytes = true;
+	m->repaired_bytes = s->repaired_bytes;
+	return m;
+}
+
+static void array_msg_free(Zarray__ArrayStatus *m)
+{
+	size_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->n_members; i++)
+		member_msg_free(m->members[i]);
+	free(m->members);
+	jobs_free(m->jobs, m->n_jobs);
+	free(m->name);
+	free(m->uuid);
+	free(m);
+}
+
+static Zarray__ArrayStatus *array_msg_new(const struct za_array_status *st)
+{
+	Zarray__ArrayStatus *m = calloc(1, sizeof(*m));
+	char uuid[37];
+	unsigned i;
+
+	if (!m)
+		return NULL;
+	zarray__array_status__init(m);
+	fmt_uuid(&st->uuid, uuid);
+	m->name = strndup(st->name, sizeof(st->name) - 1);
+	m->uuid = strdup(uuid);
+	if (!m->name || !m->uuid)
+		goto err;
+	m->state = (Zarray__ArrayState)st->state;
+	m->data = st->k;
+	m->parity = st->p;
+	m->chunk_bytes = st->chunk_bytes;
+	m->size_bytes = st->size_bytes;
+	m->used_bytes = st->used_bytes;
+	m->has_generation = true;
+	m->generation = st->generation;
+	if (st->nr_members) {
+		m->members = calloc(st->nr_members, sizeof(*m->members));
+		if (!m->members)
+			goto err;
+	}
+	for (i = 0; i < st->nr_members; i++) {
+		m->members[i] = member_msg_new(&st->members[i]);
+		if (!m->members[i])
+			goto err;
+		m->n_members++;
+	}
+	if (jobs_msg_new(st, 0, &m->jobs, &m->n_jobs) < 0)
+		goto err;
+	return m;
+
+err:
+	array_msg_free(m);
+	return NULL;
+}
+
+/* za_array_status() into a message; NULL on failure (logged). */
+static Zarray__ArrayStatus *status_of(struct d_array *e)
+{
+	struct za_array_status st;
+	Zarray__ArrayStatus *m;
+	int ret;
+
+	memset(&st, 0, sizeof(st));
+	ret = za_array_status(e->a, &st);
+	if (ret < 0) {
+		za_log_err("%s: status: %s", e->name, strerror(-ret));
+		free(st.members);
+		return NULL;
+	}
+	m = array_msg_new(&st);
+	free(st.members);
+	return m;
+}
+
+/* ---- replies ---- */
+
+static void reply_done(struct za_rpc_conn *c, uint64_t id, const char *msg)
+{
+	Zarray__Response r;
+	Zarray__Done done;
+
+	zarray__response__init(&r);
+	zarray__done__init(&done);
+	done.message = (char *)msg;
+	r.id = id;
+	r.body_case = ZARRAY__RESPONSE__BODY_DONE;
+	r.done = &done;
+	za_rpc_reply(c, &r);
+}
+
+/* An array-layer failure: its line if it gave one, else strerror. */
+static void reply_array_err(struct za_rpc_conn *c, uint64_t id, int ret,
+			    const char *what, const char *err)
+{
+	za_rpc_reply_error(c, id, za_rpc_errno_code(ret), ret, "%s",
+			   err && *err ? err : what);
+}
+
+static void reply_not_found(struct za_rpc_conn *c, uint64_t id,
+			    const char *name)
+{
+	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
+			   "no array named '%s' is running", name);
+}
+
+static void reply_unsupported(struct za_rpc_conn *c, uint64_t id,
+			      const char *name, const char *what)
+{
+	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EOPNOTSUPP,
+			   "%s: %s is not supported by this version of "
+			   "zarrayd",
+			   name, what);
+}
+
+/* Check the name a request carries; answers and returns false if bad. */
+static bool check_name(struct za_rpc_conn *c, uint64_t id, const char *name)
+{
+	if (za_daemon_name_valid(name))
+		return true;
+	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
+			   "invalid array name '%.80s': use 1 to 63 of "
+			   "A-Z a-z 0-9 _ . -, not starting with - or .",
+			   name);
+	return false;
+}
+
+static bool check_paths(struct za_rpc_conn *c, uint64_t id, char *const *paths,
+			size_t n, size_t min)
+{
+	size_t i, j;
+
+	if (n < min) {
+		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL, "no devices given");
+		return false;
+	}
+	if (n > D_MAX_MEMBERS) {
+		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL, "%zu devices: at most %u", n,
+				   D_MAX_MEMBERS);
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		if (!path_valid(paths[i])) {
+			za_rpc_reply_error(
+				c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
+				"device path '%.80s' is not an absolute path "
+				"of fewer than %u printable characters",
+				paths[i], D_MAX_PATH_BYTES);
+			return false;
+		}
+	}
+	/* Quadratic, but n <= 1024 and this runs once per command. */
+	for (i = 0; i < n; i++) {
+		for (j = i + 1; j < n; j++) {
+			if (!strcmp(paths[i], paths[j])) {
+				za_rpc_reply_error(
+					c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+					EINVAL, "%s is given twice", paths[i]);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* ---- state directory ---- */
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static int record_write(struct za_daemon *d, const char *name, const char *uuid,
+			char *const *paths, size_t n)
+{
+	char tmp[D_FILE_BYTES], path[D_FILE_BYTES];
+	size_t i;
+	FILE *f;
+	int fd, ret = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", d->arrays_dir, name);
+	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		ret = -errno;
+		close(fd);
+		goto err_unlink;
+	}
+	fprintf(f,
+		"# zarrayd: assembled at start; written by zarrayd, which "
+		"rewrites it\nname %s\nuuid %s\n",
+		name, uuid);
+	for (i = 0; i < n; i++)
+		fprintf(f, "member %s\n", paths[i]);
+	if (fflush(f) != 0 || fsync(fd) < 0) {
+		ret = -errno;
+		fclose(f);
+		goto err_unlink;
+	}
+	if (fclose(f) != 0) {
+		ret = -errno;
+		goto err_unlink;
+	}
+	if (rename(tmp, path) < 0) {
+		ret = -errno;
+		goto err_unlink;
+	}
+	ret = fsync_dir(d->arrays_dir);
+	if (ret < 0)
+		goto err;
+	return 0;
+
+err_unlink:
+	unlink(tmp);
+err:
+	za_log_err("%s: cannot record array %s for the next start: %s", path,
+		   name, strerror(-ret));
+	return ret;
+}
+
+static void record_remove(struct za_daemon *d, const char *name)
+{
+	char path[D_FILE_BYTES];
+
+	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
+	if (unlink(path) < 0 && errno != ENOENT) {
+		za_log_err("%s: cannot remove: %s", path, strerror(errno));
+		return;
+	}
+	fsync_dir(d->arrays_dir);
+}
+
+struct record {
+	char name[ZA_SB_NAME_BYTES];
+	char *paths[D_MAX_MEMBERS];
+	unsigned nr_paths;
+};
+
+static void record_free(struct record *r)
+{
+	unsigned i;
+
+	for (i = 0; i < r->nr_paths; i++)
+		free(r->paths[i]);
+	r->nr_paths = 0;
+}
+
+/*
+ * Read STATE/arrays/@file. Its contents are checked like anything read
+ * from outside: bounded lines, a valid name matching the file name,
+ * absolute member paths, at most D_MAX_MEMBERS of them.
+ */
+static int record_read(struct za_daemon *d, const char *file, struct record *r)
+{
+	char path[D_FILE_BYTES], line[D_RECORD_LINE_BYTES];
+	size_t flen = strlen(file) - strlen(".conf");
+	unsigned lineno = 0;
+	FILE *f;
+	int ret = -EBADMSG;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(path, sizeof(path), "%s/%s", d->arrays_dir, file);
+	f = fopen(path, "re");
+	if (!f) {
+		ret = -errno;
+		za_log_err("%s: %s", path, strerror(errno));
+		return ret;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		lineno++;
+		if (n == 0 || line[n - 1] != '\n') {
+			za_log_err("%s:%u: line too long or unterminated", path,
+				   lineno);
+			goto err;
+		}
+		line[n - 1] = '\0';
+		if (line[0] == '#' || line[0] == '\0')
+			continue;
+		if (!strncmp(line, "name ", 5)) {
+			if (!za_daemon_name_valid(line + 5) ||
+			    strlen(line + 5) != flen ||
+			    strncmp(line + 5, file, flen)) {
+				za_log_err("%s:%u: bad name or not the file's "
+					   "name",
+					   path, lineno);
+				goto err;
+			}
+			snprintf(r->name, sizeof(r->name), "%.63s", line + 5);
+		} else if (!strncmp(line, "member ", 7)) {
+			if (!path_valid(line + 7) ||
+			    r->nr_paths >= D_MAX_MEMBERS) {
+				za_log_err("%s:%u: bad member path or too many",
+					   path, lineno);
+				goto err;
+			}
+			r->paths[r->nr_paths] = strdup(line + 7);
+			if (!r->paths[r->nr_paths]) {
+				ret = -ENOMEM;
+				goto err;
+			}
+			r->nr_paths++;
+		} else if (strncmp(line, "uuid ", 5)) {
+			/* Written by a newer zarrayd: keep going. */
+			za_log_warn("%s:%u: unknown line ignored", path,
+				    lineno);
+		}
+	}
+	if (ferror(f) || !r->name[0] || !r->nr_paths) {
+		za_log_err("%s: no name or no member", path);
+		goto err;
+	}
+	fclose(f);
+	return 0;
+
+err:
+	fclose(f);
+	record_free(r);
+	return ret;
+}
+
+static int conf_filter(const struct dirent *de)
+{
+	size_t n = strlen(de->d_name);
+
+	return de->d_name[0] != '.' && n > 5 &&
+	       !strcmp(de->d_name + n - 5, ".conf");
+}
+
+static void register_array(struct za_daemon *d, struct za_array *a,
+			   const char *name, struct d_array **out)
+{
+	struct d_array *e = calloc(1, sizeof(*e));
+
+	if (!e) {
+		/* Cannot track it: do not leave it running unmanaged. */
+		za_log_err("%s: out of memory; stopping it", name);
+		za_array_stop(a);
+		*out = NULL;
+		return;
+	}
+	e->a = a;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->next = d->arrays;
+	d->arrays = e;
+	*out = e;
+}
+
+/* Assemble what the state directory lists; failures are only logged. */
+static void assemble_recorded(struct za_daemon *d)
+{
+	struct dirent **list;
+	int i, n;
+
+	n = scandir(d->arrays_dir, &list, conf_filter, alphasort);
+	if (n < 0) {
+		za_log_err("%s: %s", d->arrays_dir, strerror(errno));
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		struct za_array *a = NULL;
+		struct d_array *e;
+		struct record r;
+		char err[256] = "";
+		int ret;
+
+		if (record_read(d, list[i]->d_name, &r) < 0) {
+			free(list[i]);
+			continue;
+		}
+		free(list[i]);
+		if (find_array(d, r.name)) {
+			record_free(&r);
+			continue;
+		}
+		ret = za_array_assemble(d->io, r.name,
+					(const char *const *)r.paths,
+					r.nr_paths, &a, err, sizeof(err));
+		if (ret < 0) {
+			za_log_err("%s: not assembled at start: %s", r.name,
+				   *err ? err : strerror(-ret));
+		} else {
+			register_array(d, a, r.name, &e);
+			if (e)
+				za_log_info("%s: assembled from %u recorded "
+					    "devices",
+					    r.name, r.nr_paths);
+		}
+		record_free(&r);
+	}
+	free(list);
+}
+
+/* ---- watches ---- */
+
+static void waiter_free(struct d_waiter *w)
+{
+	za_rpc_conn_put(w->c);
+	za_rpc_request_free(w->req);
+	free(w);
+}
+
+static bool job_active(const Zarray__JobStatus *j)
+{
+	return j->state == ZARRAY__JOB_STATE__JOB_RUNNING ||
+	       j->state == ZARRAY__JOB_STATE__JOB_PAUSED;
+}
+
+/*
+ * Send @w the current state of its array. Returns true when that was the
+ * final response (no job left running or paused, or the array is gone).
+ */
+static bool watch_push(struct za_daemon *d, struct d_waiter *w)
+{
+	struct d_array *e = find_array(d, w->name);
+	Zarray__ArrayStatus *st;
+	Zarray__Response r;
+	Zarray__Event ev;
+	bool active = false;
+	size_t i;
+
+	if (!e) {
+		za_rpc_reply_error(w->c, w->id,
+				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
+				   "array '%s' is no longer running", w->name);
+		return true;
+	}
+	st = status_of(e);
+	if (!st) {
+		za_rpc_reply_error(w->c, w->id,
+				   ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
+				   "%s: cannot read its status", w->name);
+		return true;
+	}
+	for (i = 0; i < st->n_jobs; i++)
+		active |= job_active(st->jobs[i]);
+	zarray__response__init(&r);
+	zarray__event__init(&ev);
+	ev.name = st->name;
+	ev.state = st->state;
+	ev.n_jobs = st->n_jobs;
+	ev.jobs = st->jobs;
+	r.id = w->id;
+	r.has_more = true;
+	r.more = active;
+	r.body_case = ZARRAY__RESPONSE__BODY_EVENT;
+	r.event = &ev;
+	za_rpc_reply(w->c, &r);
+	array_msg_free(st);
+	return !active;
+}
+
+static void watch_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct za_daemon *d = t->data;
+	struct d_waiter *list, *w;
+
+	(void)loop;
+	(void)revents;
+	if (d->busy)
+		return; /* an array may be changing; next tick */
+	/*
+	 * Detach the list: a reply can close its connection, and on_closed()
+	 * then edits d->watches; it must not free the entry we hold.
+	 */
+	list = d->watches;
+	d->watches = NULL;
+	while ((w = list)) {
+		list = w->next;
+		if (!za_rpc_conn_alive(w->c) || watch_push(d, w) ||
+		    !za_rpc_conn_alive(w->c)) {
+			waiter_free(w);
+			continue;
+		}
+		w->next = d->watches;
+		d->watches = w;
+	}
+	if (!d->watches)
+		ev_timer_stop(d->loop, &d->watch_timer);
+}
+
+/* End the watches of @name with an error (the array is going away). */
+static void watches_end(struct za_daemon *d, const char *name, const char *why)
+{
+	struct d_waiter **pp = &d->watches, *ending = NULL, *w;
+
+	/* Unlink first, reply after: see watch_tick_cb(). */
+	while (*pp) {
+		w = *pp;
+		if (strcmp(w->name, name)) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		w->next = ending;
+		ending = w;
+	}
+	while ((w = ending)) {
+		ending = w->next;
+		za_rpc_reply_error(w->c, w->id,
+				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
+				   "array '%s' %s", name, why);
+		waiter_free(w);
+	}
+	if (!d->watches)
+		ev_timer_stop(d->loop, &d->watch_timer);
+}
+
+/* ---- handlers ---- */
+
+static void h_ping(struct za_daemon *d, struct za_rpc_conn *c,
+		   const Zarray__Request *req)
+{
+	Zarray__Response r;
+	Zarray__Pong pong;
+
+	(void)d;
+	zarray__response__init(&r);
+	zarray__pong__init(&pong);
+	pong.daemon_version = (char *)PACKAGE_VERSION;
+	pong.has_protocol_version = true;
+	pong.protocol_version = ZA_RPC_VERSION;
+	r.id = req->id;
+	r.body_case = ZARRAY__RESPONSE__BODY_PONG;
+	r.pong = &pong;
+	za_rpc_reply(c, &r);
+}
+
+static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
+		     const Zarray__Request *req)
+{
+	const Zarray__Create *m = req->create;
+	struct za_array_create_params p;
+	struct za_array_status st;
+	struct za_array *a = NULL;
+	struct d_array *e;
+	Zarray__Response r;
+	Zarray__Created created;
+	char err[256] = "", peer[64], uuid[37];
+	int ret;
+
+	if (!check_name(c, req->id, m->name) ||
+	    !check_paths(c, req->id, m->paths, m->n_paths, 1))
+		return;
+	if (m->k < 1 || m->p < 1 || m->k + m->p > 255) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "geometry %u+%u: data and parity must be at "
+				   "least 1 and add up to at most 255",
+				   m->k, m->p);
+		return;
+	}
+	if (m->n_paths < (size_t)m->k + m->p) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "too few devices: %u+%u needs at least %u, "
+				   "%zu given",
+				   m->k, m->p, m->k + m->p, m->n_paths);
+		return;
+	}
+	if (find_array(d, m->name)) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
+				   EEXIST, "an array named '%s' is running",
+				   m->name);
+		return;
+	}
+	za_log_info("%s: create %u+%u on %zu devices%s (%s)", m->name, m->k,
+		    m->p, m->n_paths,
+		    m->has_force && m->force ? ", forced" : "",
+		    peer_str(c, peer, sizeof(peer)));
+	memset(&p, 0, sizeof(p));
+	p.name = m->name;
+	p.k = m->k;
+	p.p = m->p;
+	p.chunk_bytes = m->has_chunk_bytes ? m->chunk_bytes : 0;
+	p.size_bytes = m->has_size_bytes ? m->size_bytes : 0;
+	p.paths = (const char *const *)m->paths;
+	p.nr_paths = (unsigned)m->n_paths;
+	p.force = m->has_force && m->force;
+	ret = za_array_create(d->io, &p, &a, err, sizeof(err));
+	if (ret < 0) {
+		za_log_warn("%s: create failed: %s", m->name,
+			    *err ? err : strerror(-ret));
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	memset(&st, 0, sizeof(st));
+	if (za_array_status(a, &st) == 0)
+		fmt_uuid(&st.uuid, uuid);
+	else
+		snprintf(uuid, sizeof(uuid), "unknown");
+	free(st.members);
+	register_array(d, a, m->name, &e);
+	if (!e) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "%s: out of memory", m->name);
+		return;
+	}
+	record_write(d, m->name, uuid, m->paths, m->n_paths);
+	zarray__response__init(&r);
+	zarray__created__init(&created);
+	created.name = m->name;
+	created.uuid = uuid;
+	r.id = req->id;
+	r.body_case = ZARRAY__RESPONSE__BODY_CREATED;
+	r.created = &created;
+	za_rpc_reply(c, &r);
+}
+
+static void reply_arrays(struct za_rpc_conn *c, uint64_t id,
+			 Zarray__ArrayStatus **arr, size_t n)
+{
+	Zarray__Response r;
+	Zarray__ArrayList list;
+
+	zarray__response__init(&r);
+	zarray__array_list__init(&list);
+	list.n_arrays = n;
+	list.arrays = arr;
+	r.id = id;
+	r.body_case = ZARRAY__RESPONSE__BODY_ARRAYS;
+	r.arrays = &list;
+	za_rpc_reply(c, &r);
+}
+
+static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
+		       const Zarray__Request *req)
+{
+	const Zarray__Assemble *m = req->assemble;
+	Zarray__ArrayStatus *st;
+	struct za_array *a = NULL;
+	struct d_array *e;
+	char err[256] = "", peer[64];
+	int ret;
+
+	if (!check_name(c, req->id, m->name) ||
+	    !check_paths(c, req->id, m->paths, m->n_paths, 1))
+		return;
+	if (find_array(d, m->name)) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
+				   EEXIST, "array '%s' is already running",
+				   m->name);
+		return;
+	}
+	za_log_info("%s: assemble from %zu devices (%s)", m->name, m->n_paths,
+		    peer_str(c, peer, sizeof(peer)));
+	ret = za_array_assemble(d->io, m->name, (const char *const *)m->paths,
+				(unsigned)m->n_paths, &a, err, sizeof(err));
+	if (ret < 0) {
+		za_log_warn("%s: assemble failed: %s", m->name,
+			    *err ? err : strerror(-ret));
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	register_array(d, a, m->name, &e);
+	if (!e) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "%s: out of memory", m->name);
+		return;
+	}
+	st = status_of(e);
+	record_write(d, m->name, st ? st->uuid : "unknown", m->paths,
+		     m->n_paths);
+	if (!st) {
+		reply_done(c, req->id, "assembled");
+		return;
+	}
+	reply_arrays(c, req->id, &st, 1);
+	array_msg_free(st);
+}
+
+static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
+		   const Zarray__Request *req)
+{
+	const char *name = req->stop->name;
+	struct d_array *e;
+	char peer[64];
+	int ret;
+
+	if (!check_name(c, req->id, name))
+		return;
+	e = find_array(d, name);
+	if (!e) {
+		reply_not_found(c, req->id, name);
+		return;
+	}
+	za_log_info("%s: stop (%s)", name, peer_str(c, peer, sizeof(peer)));
+	unlink_array(d, e);
+	watches_end(d, name, "was stopped");
+	ret = za_array_stop(e->a);
+	free(e);
+	record_remove(d, name);
+	if (ret < 0) {
+		za_log_err("%s: stop: %s", name, strerror(-ret));
+		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
+				   "%s: stopped, but flushing failed: %s", name,
+				   strerror(-ret));
+		return;
+	}
+	reply_done(c, req->id, "stopped");
+}
+
+static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
+		      const Zarray__Request *req)
+{
+	const Zarray__Destroy *m = req->destroy;
+	bool force = m->has_force && m->force;
+	struct za_array_status st;
+	struct d_array *e;
+	char peer[64], sz[32];
+	int ret;
+
+	if (!check_name(c, req->id, m->name))
+		return;
+	e = find_array(d, m->name);
+	if (!e) {
+		reply_not_found(c, req->id, m->name);
+		return;
+	}
+	if (!force) {
+		memset(&st, 0, sizeof(st));
+		ret = za_array_status(e->a, &st);
+		free(st.members);
+		if (ret < 0 || st.used_bytes) {
+			if (ret < 0)
+				snprintf(sz, sizeof(sz), "an unknown amount");
+			else
+				snprintf(sz, sizeof(sz), "%llu bytes",
+					 (unsigned long long)st.used_bytes);
+			za_rpc_reply_error(c, req->id,
+					   ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
+					   "%s holds %s of data; use --force "
+					   "to destroy it",
+					   m->name, sz);
+			return;
+		}
+	}
+	za_log_info("%s: destroy%s (%s)", m->name, force ? ", forced" : "",
+		    peer_str(c, peer, sizeof(peer)));
+	unlink_array(d, e);
+	watches_end(d, m->name, "was destroyed");
+	ret = za_array_destroy(e->a);
+	free(e);
+	record_remove(d, m->name);
+	if (ret < 0) {
+		za_log_err("%s: destroy: %s", m->name, strerror(-ret));
+		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
+				   "%s: stopped, but clearing its superblocks "
+				   "failed: %s",
+				   m->name, strerror(-ret));
+		return;
+	}
+	reply_done(c, req->id, "destroyed");
+}
+
+/* list and status: every array, or the one named. */
+static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
+		     const Zarray__Request *req, const char *name)
+{
+	Zarray__ArrayStatus **arr;
+	struct d_array *e;
+	size_t n = 0, i;
+
+	if (name) {
+		if (!check_name(c, req->id, name))
+			return;
+		if (!find_array(d, name)) {
+			reply_not_found(c, req->id, name);
+			return;
+		}
+	}
+	for (e = d->arrays; e; e = e->next)
+		n++;
+	arr = calloc(n ? n : 1, sizeof(*arr));
+	if (!arr)
+		goto err;
+	n = 0;
+	for (e = d->arrays; e; e = e->next) {
+		if (name && strcmp(e->name, name))
+			continue;
+		arr[n] = status_of(e);
+		if (!arr[n])
+			goto err_free;
+		n++;
+	}
+	reply_arrays(c, req->id, arr, n);
+	for (i = 0; i < n; i++)
+		array_msg_free(arr[i]);
+	free(arr);
+	return;
+
+err_free:
+	for (i = 0; i < n; i++)
+		array_msg_free(arr[i]);
+	free(arr);
+err:
+	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
+			   "cannot read the arrays' status");
+}
+
+/* Find the array a request names; answers and returns NULL if none. */
+static struct d_array *named(struct za_daemon *d, struct za_rpc_conn *c,
+			     uint64_t id, const char *name)
+{
+	struct d_array *e;
+
+	if (!check_name(c, id, name))
+		return NULL;
+	e = find_array(d, name);
+	if (!e)
+		reply_not_found(c, id, name);
+	return e;
+}
+
+static void h_fail(struct za_daemon *d, struct za_rpc_conn *c,
+		   const Zarray__Request *req)
+{
+	const Zarray__Fail *m = req->fail;
+	struct d_array *e = named(d, c, req->id, m->name);
+	char err[256] = "", peer[64];
+	int ret;
+
+	if (!e || !check_paths(c, req->id, &m->path, 1, 1))
+		return;
+	za_log_info("%s: fail %s (%s)", m->name, m->path,
+		    peer_str(c, peer, sizeof(peer)));
+	ret = za_array_fail(e->a, m->path, err, sizeof(err));
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	reply_done(c, req->id, "marked failed");
+}
+
+static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
+		      const Zarray__Request *req, const char *name,
+		      char *const *paths, size_t n, const char *what)
+{
+	if (!named(d, c, req->id, name) ||
+	    !check_paths(c, req->id, paths, n, 1))
+		return;
+	reply_unsupported(c, req->id, name, what);
+}
+
+static void reply_jobs(struct za_daemon *d, struct za_rpc_conn *c, uint64_t id,
+		       struct d_array *e, enum za_job_kind kind)
+{
+	struct za_array_status st;
+	Zarray__Response r;
+	Zarray__Jobs jobs;
+	int ret;
+
+	(void)d;
+	memset(&st, 0, sizeof(st));
+	ret = za_array_status(e->a, &st);
+	free(st.members);
+	if (ret < 0) {
+		za_rpc_reply_error(c, id, za_rpc_errno_code(ret), ret,
+				   "%s: cannot read its status: %s", e->name,
+				   strerror(-ret));
+		return;
+	}
+	zarray__response__init(&r);
+	zarray__jobs__init(&jobs);
+	jobs.name = e->name;
+	if (jobs_msg_new(&st, kind, &jobs.jobs, &jobs.n_jobs) < 0) {
+		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "out of memory");
+		return;
+	}
+	r.id = id;
+	r.body_case = ZARRAY__RESPONSE__BODY_JOBS;
+	r.jobs = &jobs;
+	za_rpc_reply(c, &r);
+	jobs_free(jobs.jobs, jobs.n_jobs);
+}
+
+static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
+		      const Zarray__Request *req)
+{
+	const Zarray__Rebuild *m = req->rebuild;
+	struct d_array *e = named(d, c, req->id, m->name);
+
+	if (!e)
+		return;
+	switch (m->action) {
+	case ZARRAY__REBUILD_ACTION__REBUILD_STATUS:
+		if (m->has_rate_bps)
+			break;
+		reply_jobs(d, c, req->id, e, ZA_JOB_REBUILD);
+		return;
+	case ZARRAY__REBUILD_ACTION__REBUILD_PAUSE:
+		if (m->has_rate_bps)
+			break;
+		reply_unsupported(c, req->id, m->name, "pausing a rebuild");
+		return;
+	case ZARRAY__REBUILD_ACTION__REBUILD_START:
+		reply_unsupported(c, req->id, m->name, "starting a rebuild");
+		return;
+	case ZARRAY__REBUILD_ACTION__REBUILD_RESUME:
+		reply_unsupported(c, req->id, m->name, "resuming a rebuild");
+		return;
+	default:
+		za_rpc_reply_error(c, req->id,
+				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
+				   "unknown rebuild action %d", (int)m->action);
+		return;
+	}
+	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
+			   "a rate applies to start and resume only");
+}
+
+static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
+		    const Zarray__Request *req)
+{
+	const Zarray__Scrub *m = req->scrub;
+	struct d_array *e = named(d, c, req->id, m->name);
+
+	if (!e)
+		return;
+	switch (m->action) {
+	case ZARRAY__SCRUB_ACTION__SCRUB_STATUS:
+		reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
+		return;
+	case ZARRAY__SCRUB_ACTION__SCRUB_START:
+		reply_unsupported(c, req->id, m->name, "scrubbing");
+		return;
+	case ZARRAY__SCRUB_ACTION__SCRUB_STOP:
+		reply_unsupported(c, req->id, m->name, "stopping a scrub");
+		return;
+	default:
+		za_rpc_reply_error(c, req->id,
+				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
+				   "unknown scrub action %d", (int)m->action);
+		return;
+	}
+}
+
+/* Returns true if the request stays open (a watch that was registered). */
+static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
+		    const Zarray__Request *req)
+{
+	struct d_waiter *w;
+
+	if (!named(d, c, req->id, req->watch->name))
+		return false;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "out of memory");
+		return false;
+	}
+	za_rpc_conn_get(c);
+	w->c = c;
+	w->id = req->id;
+	snprintf(w->name, sizeof(w->name), "%s", req->watch->name);
+	if (watch_push(d, w)) {
+		waiter_free(w);
+		return false;
+	}
+	w->next = d->watches;
+	d->watches = w;
+	if (!ev_is_active(&d->watch_timer)) {
+		ev_timer_set(&d->watch_timer, d->watch_interval_s,
+			     d->watch_interval_s);
+		ev_timer_start(d->loop, &d->watch_timer);
+	}
+	return true;
+}
+
+static void h_shutdown(struct za_daemon *d, struct za_rpc_conn *c,
+		       const Zarray__Request *req)
+{
+	struct d_waiter *w = calloc(1, sizeof(*w));
+	char peer[64], why[96];
+
+	if (!w) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "out of memory");
+		return;
+	}
+	/* Answered once every array is stopped (za_daemon_free). */
+	za_rpc_conn_get(c);
+	w->c = c;
+	w->id = req->id;
+	w->next = d->shutdown_waiters;
+	d->shutdown_waiters = w;
+	snprintf(why, sizeof(why), "shutdown requested by %s",
+		 peer_str(c, peer, sizeof(peer)));
+	za_daemon_request_stop(d, why);
+}
+
+static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
+			Zarray__Request *req)
+{
+	const uint64_t id = req->id;
+
+	za_rpc_conn_get(c);
+	d->busy = true;
+	switch (req->body_case) {
+	case ZARRAY__REQUEST__BODY_PING:
+		h_ping(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_CREATE:
+		h_create(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_ASSEMBLE:
+		h_assemble(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_STOP:
+		h_stop(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_DESTROY:
+		h_destroy(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_LIST:
+		h_status(d, c, req, NULL);
+		break;
+	case ZARRAY__REQUEST__BODY_STATUS:
+		h_status(d, c, req, req->status->name);
+		break;
+	case ZARRAY__REQUEST__BODY_ADD:
+		h_members(d, c, req, req->add->name, req->add->paths,
+			  req->add->n_paths, "adding devices");
+		break;
+	case ZARRAY__REQUEST__BODY_REMOVE:
+		h_members(d, c, req, req->remove->name, req->remove->paths,
+			  req->remove->n_paths, "removing devices");
+		break;
+	case ZARRAY__REQUEST__BODY_FAIL:
+		h_fail(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_REPLACE: {
+		char *paths[2] = { req->replace->old_path,
+				   req->replace->new_path };
+
+		h_members(d, c, req, req->replace->name, paths, 2,
+			  "replacing a device");
+		break;
+	}
+	case ZARRAY__REQUEST__BODY_REBUILD:
+		h_rebuild(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_SCRUB:
+		h_scrub(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_WATCH:
+		h_watch(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_EXPORT:
+		if (named(d, c, id, req->export->name))
+			reply_unsupported(c, id, req->export->name,
+					  "exporting over NBD");
+		break;
+	case ZARRAY__REQUEST__BODY_SHUTDOWN:
+		h_shutdown(d, c, req);
+		break;
+	default:
+		/* A newer client's command decodes as no body at all. */
+		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EOPNOTSUPP,
+				   "unknown command (a newer zarray than this "
+				   "zarrayd %s?)",
+				   PACKAGE_VERSION);
+		break;
+	}
+	d->busy = false;
+	za_rpc_request_free(req);
+	za_rpc_conn_put(c);
+}
+
+static void drain_parked(struct za_daemon *d)
+{
+	while (!d->busy && !d->stopping && d->parked_head) {
+		struct d_waiter *w = d->parked_head;
+		Zarray__Request *req = w->req;
+
+		d->parked_head = w->next;
+		if (!d->parked_head)
+			d->parked_tail = NULL;
+		w->req = NULL;
+		/* The client gave up while it waited: do not act for it. */
+		if (za_rpc_conn_alive(w->c))
+			run_request(d, w->c, req);
+		else
+			za_rpc_request_free(req);
+		waiter_free(w);
+	}
+}
+
+static void drain_cb(struct za_io_defer *df)
+{
+	struct za_daemon *d =
+		(struct za_daemon *)((char *)df -
+				     offsetof(struct za_daemon, drain));
+
+	d->drain_queued = false;
+	drain_parked(d);
+}
+
+static void schedule_drain(struct za_daemon *d)
+{
+	if (d->drain_queued || !d->parked_head)
+		return;
+	d->drain_queued = true;
+	za_io_defer(d->io, &d->drain);
+}
+
+static void on_request(struct za_rpc_conn *c, Zarray__Request *req, void *priv)
+{
+	struct za_daemon *d = priv;
+	struct d_waiter *w;
+
+	if (req->body_case == ZARRAY__REQUEST__BODY_PING) {
+		h_ping(d, c, req);
+		za_rpc_request_free(req);
+		return;
+	}
+	if (d->stopping) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_BUSY,
+				   ESHUTDOWN, "zarrayd is shutting down");
+		za_rpc_request_free(req);
+		return;
+	}
+	if (!d->busy && !d->parked_head) {
+		run_request(d, c, req);
+		schedule_drain(d);
+		return;
+	}
+	/* Another command is running (inside an array call's loop run). */
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
+				   ENOMEM, "out of memory");
+		za_rpc_request_free(req);
+		return;
+	}
+	za_rpc_conn_get(c);
+	w->c = c;
+	w->id = req->id;
+	w->req = req;
+	if (d->parked_tail)
+		d->parked_tail->next = w;
+	else
+		d->parked_head = w;
+	d->parked_tail = w;
+	if (!d->busy)
+		schedule_drain(d);
+}
+
+static void on_closed(struct za_rpc_conn *c, void *priv)
+{
+	struct za_daemon *d = priv;
+	struct d_waiter **pp = &d->watches;
+
+	/* Watches end now; parked requests are skipped when their turn
+	 * comes, shutdown answers simply fail. */
+	while (*pp) {
+		struct d_waiter *w = *pp;
+
+		if (w->c == c) {
+			*pp = w->next;
+			waiter_free(w);
+			continue;
+		}
+		pp = &w->next;
+	}
+	if (!d->watches)
+		ev_timer_stop(d->loop, &d->watch_timer);
+}
+
+/* ---- lifecycle ---- */
+
+/* mkdir -p; the last component gets @mode. Returns 1 if it was created. */
+static int make_dir(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	char *p;
+	struct stat st;
+
+	if (stat(path, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, mode) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	/* Not subject to the umask: the mode is the point. */
+	if (chmod(path, mode) < 0)
+		return -errno;
+	return 1;
+}
+
+/*
+ * flock @path; on contention say who holds it. The holder writes its
+ * pid there, so the message names it.
+ */
+static int take_lock(const char *path, const char *what, int *out)
+{
+	char buf[32] = "";
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		ret = -errno;
+		za_log_err("%s: cannot open the lock file: %s", path,
+			   strerror(errno));
+		return ret;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (ret == -EADDRINUSE)
+			za_log_err("another zarrayd%s%s%s is already using %s; "
+				   "not starting",
+				   *buf ? " (pid " : "", buf, *buf ? ")" : "",
+				   what);
+		else
+			za_log_err("%s: flock: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+		za_log_warn("%s: cannot write our pid: %s", path,
+			    strerror(errno));
+	*out = fd;
+	return 0;
+}
+
+int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
+		    struct za_daemon **out)
+{
+	const char *group = p->group ? p->group : ZA_RPC_DEFAULT_GROUP;
+	struct za_rpc_server_params sp = { 0 };
+	static const struct za_rpc_server_ops ops = {
+		.request = on_request,
+		.closed = on_closed,
+	};
+	gid_t gid = (gid_t)-1;
+	char lock[D_FILE_BYTES], sock_dir[PATH_MAX], *slash;
+	struct za_daemon *d;
+	int ret, lfd;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->io = io;
+	d->loop = za_io_loop(io);
+	d->sock_lock_fd = d->state_lock_fd = -1;
+	d->watch_interval_s = p->watch_interval_s > 0 ? p->watch_interval_s :
+							1.0;
+	d->drain.fn = drain_cb;
+	ev_init(&d->watch_timer, watch_tick_cb);
+	d->watch_timer.data = d;
+	if (snprintf(d->socket_path, sizeof(d->socket_path), "%s",
+		     p->socket_path) >= (int)sizeof(d->socket_path) ||
+	    snprintf(d->state_dir, sizeof(d->state_dir), "%s", p->state_dir) >=
+		    (int)sizeof(d->state_dir) ||
+	    snprintf(d->arrays_dir, sizeof(d->arrays_dir), "%s/arrays",
+		     p->state_dir) >= (int)sizeof(d->arrays_dir)) {
+		za_log_err("path too long");
+		ret = -ENAMETOOLONG;
+		goto err_free;
+	}
+	if (za_rpc_group_gid(group, &gid) < 0)
+		gid = (gid_t)-1;
+
+	/* The run dir, and the socket's directory if that is elsewhere. */
+	ret = make_dir(p->run_dir, 0750);
+	if (ret < 0) {
+		za_log_err("%s: cannot create the run directory: %s",
+			   p->run_dir, strerror(-ret));
+		goto err_free;
+	}
+	if (ret == 1 && gid != (gid_t)-1 && chown(p->run_dir, (uid_t)-1, gid))
+		za_log_warn("%s: chgrp %s: %s", p->run_dir, group,
+			    strerror(errno));
+	snprintf(sock_dir, sizeof(sock_dir), "%s", d->socket_path);
+	slash = strrchr(sock_dir, '/');
+	if (slash && slash != sock_dir) {
+		*slash = '\0';
+		ret = make_dir(sock_dir, 0750);
+		if (ret < 0) {
+			za_log_err("%s: cannot create the socket's directory: "
+				   "%s",
+				   sock_dir, strerror(-ret));
+			goto err_free;
+		}
+		if (ret == 1 && gid != (gid_t)-1 &&
+		    chown(sock_dir, (uid_t)-1, gid))
+			za_log_warn("%s: chgrp %s: %s", sock_dir, group,
+				    strerror(errno));
+	}
+	ret = make_dir(d->state_dir, 0750);
+	if (ret >= 0)
+		ret = make_dir(d->arrays_dir, 0750);
+	if (ret < 0) {
+		za_log_err("%s: cannot create the state directory: %s",
+			   d->arrays_dir, strerror(-ret));
+		goto err_free;
+	}
+
+	snprintf(lock, sizeof(lock), "%s.lock", d->socket_path);
+	ret = take_lock(lock, d->socket_path, &d->sock_lock_fd);
+	if (ret < 0)
+		goto err_free;
+	snprintf(lock, sizeof(lock), "%s/zarrayd.lock", d->state_dir);
+	ret = take_lock(lock, d->state_dir, &d->state_lock_fd);
+	if (ret < 0)
+		goto err_unlock;
+
+	ret = za_rpc_listen(d->socket_path, 0660, gid, &lfd);
+	if (ret < 0)
+		goto err_unlock;
+	d->socket_made = true;
+	sp.max_conns = p->max_conns;
+	sp.timeout_s = p->conn_timeout_s;
+	sp.group = group;
+	ret = za_rpc_server_new(io, lfd, &sp, &ops, d, &d->srv);
+	if (ret < 0) {
+		close(lfd);
+		goto err_unlink;
+	}
+	za_log_info("listening on %s (group %s%s); state in %s", d->socket_path,
+		    group, gid == (gid_t)-1 ? ": absent, root only" : "",
+		    d->state_dir);
+
+	/* Commands that arrive while arrays assemble wait their turn. */
+	d->busy = true;
+	assemble_recorded(d);
+	d->busy = false;
+	schedule_drain(d);
+	*out = d;
+	return 0;
+
+err_unlink:
+	unlink(d->socket_path);
+err_unlock:
+	if (d->state_lock_fd >= 0)
+		close(d->state_lock_fd);
+	if (d->sock_lock_fd >= 0)
+		close(d->sock_lock_fd);
+err_free:
+	free(d);
+	return ret;
+}
+
+void za_daemon_request_stop(struct za_daemon *d, const char *why)
+{
+	if (!d->stopping)
+		za_log_info("stopping: %s", why);
+	d->stopping = true;
+}
+
+bool za_daemon_stopping(const struct za_daemon *d)
+{
+	return d->stopping;
+}
+
+void za_daemon_run(struct za_daemon *d)
+{
+	/*
+	 * One iteration at a time rather than ev_break(): array calls run
+	 * the loop nested inside handlers, and a break must not cut their
+	 * runs short. A stop requested in there is seen once they return.
+	 */
+	while (!d->stopping)
+		ev_run(d->loop, EVRUN_ONCE);
+}
+
+int za_daemon_free(struct za_daemon *d)
+{
+	int ret, first = 0;
+
+	if (!d)
+		return 0;
+	ev_timer_stop(d->loop, &d->watch_timer);
+	while (d->watches) {
+		struct d_waiter *w = d->watches;
+
+		d->watches = w->next;
+		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
+				   ESHUTDOWN, "zarrayd is shutting down");
+		waiter_free(w);
+	}
+	while (d->parked_head) {
+		struct d_waiter *w = d->parked_head;
+
+		d->parked_head = w->next;
+		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
+				   ESHUTDOWN,
+				   "zarrayd is shutting down; not done");
+		waiter_free(w);
+	}
+	d->parked_tail = NULL;
+	/* Still busy for whatever arrives while arrays stop: refused. */
+	d->busy = true;
+	while (d->arrays) {
+		struct d_array *e = d->arrays;
+
+		d->arrays = e->next;
+		za_log_info("%s: stopping", e->name);
+		ret = za_array_stop(e->a);
+		if (ret < 0) {
+			za_log_err("%s: stop: %s", e->name, strerror(-ret));
+			if (!first)
+				first = ret;
+		}
+		free(e);
+	}
+	while (d->shutdown_waiters) {
+		struct d_waiter *w = d->shutdown_waiters;
+
+		d->shutdown_waiters = w->next;
+		if (first)
+			za_rpc_reply_error(w->c, w->id,
+					   za_rpc_errno_code(first), first,
+					   "arrays stopped, but one failed to "
+					   "flush: %s",
+					   strerror(-first));
+		else
+			reply_done(w->c, w->id, "zarrayd stopped");
+		waiter_free(w);
+	}
+	if (d->drain_queued) {
+		/* The queue is empty; the callback must not run on freed
+		 * memory, so give it an empty run now. */
+		d->stopping = true;
+		while (d->drain_queued)
+			ev_run(d->loop, EVRUN_NOWAIT);
+	}
+	za_rpc_server_free(d->srv);
+	if (d->socket_made && unlink(d->socket_path) < 0 && errno != ENOENT)
+		za_log_warn("%s: %s", d->socket_path, strerror(errno));
+	close(d->state_lock_fd);
+	close(d->sock_lock_fd);
+	za_log_info("stopped");
+	free(d);
+	return first;
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * main.c - zarrayd: options, daemonising, signals; the service itself is
+ * daemon.c.
+ *
+ * Without -f it forks and the parent waits until the child has its
+ * socket and has assembled the recorded arrays (or has failed, having
+ * said why on the shared stderr), so `zarrayd && zarray status` never
+ * races. The child then moves its messages to syslog. SIGTERM and SIGINT
+ * stop every array cleanly and exit 0; SIGPIPE is ignored (a client that
+ * goes away is the socket code's business, not a reason to die).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "daemon.h"
+#include "io.h"
+#include "log.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "?"
+#endif
+
+enum { EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: zarrayd [-s SOCKET] [--run-dir DIR] [--state-dir DIR] "
+		"[-f] [-v]\n"
+		"\n"
+		"The zarray array service: assembles the arrays recorded in "
+		"its state\ndirectory and serves the zarray command over a "
+		"Unix socket.\n"
+		"\n"
+		"  -s, --socket PATH   control socket (default %s)\n"
+		"      --run-dir DIR   runtime directory (default %s)\n"
+		"      --state-dir DIR state directory (default %s)\n"
+		"  -f, --foreground    stay in the foreground, log to stderr\n"
+		"  -v, --verbose       debug messages\n"
+		"  -V, --version       print the version\n"
+		"  -h, --help          this help\n"
+		"\nSee zarrayd(8).\n",
+		ZA_DAEMON_SOCKET, ZA_DAEMON_RUN_DIR, ZA_DAEMON_STATE_DIR);
+}
+
+/* The daemon changes to / : make every path absolute first. */
+static char *absolute(const char *path)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * The watchers exist before the daemon does: a SIGTERM that arrives while
+ * the recorded arrays assemble must still stop them cleanly afterwards.
+ */
+static struct za_daemon *the_daemon;
+static const char *stop_signal;
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stop_signal = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
+	if (the_daemon)
+		za_daemon_request_stop(the_daemon, stop_signal);
+}
+
+/*
+ * Fork; the parent waits for one byte on a pipe that the child writes
+ * once it serves (or closes by dying). Returns the pipe's write end in
+ * the child, or exits in the parent.
+ */
+static int daemonise(void)
+{
+	int pfd[2], status;
+	char ok;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		perror("zarrayd: pipe");
+		exit(1);
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("zarrayd: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &ok, 1) == 1)
+			exit(0);
+		/* The child said why on stderr; report how it ended. */
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		    WEXITSTATUS(status))
+			exit(WEXITSTATUS(status));
+		exit(1);
+	}
+	close(pfd[0]);
+	if (setsid() < 0)
+		za_log_warn("setsid: %s", strerror(errno));
+	return pfd[1];
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_RUN_DIR = 256, O_STATE_DIR };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "run-dir", required_argument, NULL, O_RUN_DIR },
+		{ "state-dir", required_argument, NULL, O_STATE_DIR },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *socket_arg = NULL, *run_arg = ZA_DAEMON_RUN_DIR,
+		   *state_arg = ZA_DAEMON_STATE_DIR;
+	struct za_daemon_params p = { 0 };
+	char *sock = NULL, *run = NULL, *state = NULL, *def_sock = NULL;
+	struct za_daemon *d = NULL;
+	ev_signal sigterm, sigint;
+	struct ev_loop *loop;
+	struct za_io *io;
+	bool fg = false;
+	int c, ret, ready_fd = -1, verbose = 0;
+
+	za_log_set_ident("zarrayd");
+	while ((c = getopt_long(argc, argv, "s:fvVh", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			socket_arg = optarg;
+			break;
+		case O_RUN_DIR:
+			run_arg = optarg;
+			break;
+		case O_STATE_DIR:
+			state_arg = optarg;
+			break;
+		case 'f':
+			fg = true;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'V':
+			printf("zarrayd %s\n", PACKAGE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "zarrayd: unexpected argument '%s'\n",
+			argv[optind]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!*run_arg || !*state_arg || (socket_arg && !*socket_arg)) {
+		fprintf(stderr, "zarrayd: empty path\n");
+		return EXIT_USAGE;
+	}
+	/* A daemon says what it does; -v adds debug detail. */
+	za_log_set_level(verbose ? ZA_LOG_DEBUG : ZA_LOG_INFO);
+
+	run = absolute(run_arg);
+	state = absolute(state_arg);
+	if (!socket_arg && asprintf(&def_sock, "%s/zarrayd.sock", run_arg) < 0)
+		def_sock = NULL;
+	sock = absolute(socket_arg ? socket_arg : def_sock ? def_sock : "");
+	free(def_sock);
+	if (!run || !state || !sock) {
+		fprintf(stderr, "zarrayd: cannot resolve paths: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (!fg)
+		ready_fd = daemonise();
+
+	/* The default loop: the only one that may own signal watchers. */
+	loop = ev_default_loop(EVFLAG_AUTO);
+	if (!loop) {
+		za_log_err("cannot create the event loop");
+		return 1;
+	}
+	ret = za_io_new(loop, &io);
+	if (ret < 0) {
+		za_log_err("cannot create the I/O context: %s", strerror(-ret));
+		return 1;
+	}
+	ev_signal_init(&sigterm, signal_cb, SIGTERM);
+	ev_signal_start(loop, &sigterm);
+	ev_signal_init(&sigint, signal_cb, SIGINT);
+	ev_signal_start(loop, &sigint);
+	p.socket_path = sock;
+	p.run_dir = run;
+	p.state_dir = state;
+	ret = za_daemon_start(io, &p, &d);
+	if (ret < 0) {
+		za_io_free(io);
+		return 1; /* said why */
+	}
+	the_daemon = d;
+	if (stop_signal)
+		za_daemon_request_stop(d, stop_signal);
+	za_log_info("zarrayd %s ready (pid %d)", PACKAGE_VERSION,
+		    (int)getpid());
+	if (!fg) {
+		if (chdir("/") < 0)
+			za_log_warn("chdir /: %s", strerror(errno));
+		za_log_open_syslog();
+		detach_stdio();
+		if (write(ready_fd, "", 1) != 1)
+			za_log_warn("cannot tell the parent we are ready");
+		close(ready_fd);
+	}
+
+	za_daemon_run(d);
+
+	ev_signal_stop(loop, &sigterm);
+	ev_signal_stop(loop, &sigint);
+	ret = za_daemon_free(d);
+	za_io_free(io);
+	free(sock);
+	free(run);
+	free(state);
+	return ret < 0 ? 1 : 0;
+}
