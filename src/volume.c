@@ -1,0 +1,730 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * volume.c - the exported volume: write buffering into stripes, the
+ * journal for small synced writes, flush ordering, reads through the map.
+ *
+ * Big theory
+ * ----------
+ * A write is copied into the open stripe buffer of the data stream and the
+ * map points its blocks at (buffer id, block); it is acknowledged at once
+ * (NBD allows it). A full buffer is handed to the engine; when the stripe
+ * is complete on all its columns, the map entries that still point at the
+ * buffer are moved to (group, group position) and the buffer is released.
+ *
+ * A flush must not return before every write acknowledged before it is
+ * durable. Every stripe submitted belongs to the current "epoch"; a flush
+ * first disposes of the open buffer, then closes the epoch and waits for
+ * all stripes of it and of earlier epochs, then FLUSHes every member
+ * (drives have volatile caches), then answers:
+ *
+ *   writes: w w w w      flush#1        w w      flush#2
+ *   epoch:  [---- 1 ----] close 1 [---- 2 ----] close 2
+ *   flush#1 waits for epoch 1's stripes, then one device FLUSH round.
+ *
+ * Disposing of the open buffer: padding it to a full stripe costs
+ * (k+p)/k x a whole stripe of device bytes, which is what a small synced
+ * write must not cost. So when it is cheaper, each of its blocks goes to
+ * the journal stream instead: k = 1, p parity columns, one 4 KiB block per
+ * stripe (header + block on each of p+1 members: 2(p+1) device blocks per
+ * user block, the brief's bound for a 4 KiB write + FLUSH loop), and the
+ * block stays there - the journal is its home until garbage collection
+ * moves it. Otherwise the buffer is padded and written as a data stripe.
+ *
+ * A stripe that fails for good (-ENOSPC, -EIO) keeps its buffer so that
+ * reads still return what was acknowledged, and makes every later flush
+ * fail: acknowledged data that cannot be made durable is reported, never
+ * hidden.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "map.h"
+#include "volume.h"
+
+#define BUF_HASH 256u
+#define LIVE_HASH 1024u
+
+struct epoch {
+	unsigned inflight; /* stripes of this epoch not yet complete */
+	struct za_vol_req *waiters; /* flushes closing this epoch */
+	struct epoch *next;
+};
+
+struct vbuf {
+	struct za_volume *v;
+	uint64_t id;
+	unsigned stream;
+	struct za_stripe_w *s;
+	uint32_t nr; /* blocks filled */
+	bool failed;
+	struct epoch *ep;
+	struct vbuf *hnext;
+};
+
+struct live {
+	uint64_t group;
+	uint64_t blocks;
+	struct live *next;
+};
+
+struct eflush {
+	struct za_engine_flush f;
+	struct za_vol_req *waiters;
+	struct za_volume *v;
+};
+
+struct za_volume {
+	struct za_io *io;
+	struct za_engine *eng;
+	unsigned jstream;
+	uint64_t size_blocks;
+	struct za_map *map;
+	struct vbuf *cur;
+	uint64_t next_buf_id;
+	struct vbuf *bhash[BUF_HASH];
+	struct live *lhash[LIVE_HASH];
+	struct epoch *ep_head, *ep_tail;
+	unsigned eflushes; /* device flush rounds in flight */
+	unsigned reads; /* reads in flight */
+	int error; /* sticky: a stripe could not be made durable */
+	struct za_volume_stats st;
+};
+
+/* ---- live counters (per group, for garbage collection) ---- */
+
+static struct live *live_get(struct za_volume *v, uint64_t group, bool make)
+{
+	struct live **h = &v->lhash[group % LIVE_HASH], *l;
+
+	for (l = *h; l; l = l->next)
+		if (l->group == group)
+			return l;
+	if (!make)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->group = group;
+	l->next = *h;
+	*h = l;
+	return l;
+}
+
+static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
+{
+	struct za_volume *v = priv;
+	struct live *l;
+
+	if (old->kind == ZA_MAP_BUFFER)
+		return;
+	l = live_get(v, old->group, false);
+	if (l)
+		l->blocks -= n < l->blocks ? n : l->blocks;
+}
+
+/* ---- buffers ---- */
+
+static struct vbuf *vbuf_find(struct za_volume *v, uint64_t id)
+{
+	struct vbuf *b;
+
+	for (b = v->bhash[id % BUF_HASH]; b; b = b->hnext)
+		if (b->id == id)
+			return b;
+	return NULL;
+}
+
+static struct vbuf *vbuf_new(struct za_volume *v, unsigned stream)
+{
+	struct vbuf *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->s = za_engine_stripe_get_stream(v->eng, stream);
+	if (!b->s) {
+		free(b);
+		return NULL;
+	}
+	b->v = v;
+	b->stream = stream;
+	b->id = v->next_buf_id++;
+	b->hnext = v->bhash[b->id % BUF_HASH];
+	v->bhash[b->id % BUF_HASH] = b;
+	return b;
+}
+
+static void vbuf_release(struct vbuf *b)
+{
+	struct za_volume *v = b->v;
+	struct vbuf **p = &v->bhash[b->id % BUF_HASH];
+
+	while (*p != b)
+		p = &(*p)->hnext;
+	*p = b->hnext;
+	za_engine_stripe_put(v->eng, b->s);
+	free(b);
+}
+
+static void progress(struct za_volume *v);
+
+/* The stripe of @b is complete (or failed for good). */
+static void vbuf_done(struct za_stripe_w *s, int result)
+{
+	struct vbuf *b = s->priv;
+	struct za_volume *v = b->v;
+	struct epoch *ep = b->ep;
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(v->eng, b->stream);
+	uint32_t i, j;
+
+	if (result) {
+		za_log_err("volume: a %s stripe could not be written: %s; "
+			   "flushes will fail",
+			   b->stream == ZA_STREAM_DATA ? "data" : "journal",
+			   strerror(-result));
+		if (!v->error)
+			v->error = result;
+		b->failed = true; /* kept: reads still see the data */
+	} else {
+		uint8_t kind = b->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
+							     ZA_MAP_JOURNAL;
+		uint64_t base = s->group_pos * l->data_blocks;
+		struct live *lv = live_get(v, s->group_id, true);
+		bool stuck = false;
+
+		/* Move each run of consecutive LBAs in one map operation. */
+		for (i = 0; i < b->nr; i = j) {
+			struct za_map_loc from = { .kind = ZA_MAP_BUFFER,
+						   .group = b->id,
+						   .pos = i };
+			struct za_map_loc to = { .kind = kind,
+						 .group = s->group_id,
+						 .pos = base + i };
+			int64_t moved;
+
+			for (j = i + 1;
+			     j < b->nr && s->lbas[j] == s->lbas[j - 1] + 1; j++)
+				;
+			moved = za_map_move(v->map, s->lbas[i], j - i, &from,
+					    &to);
+			if (moved < 0)
+				stuck = true;
+			else if (lv)
+				lv->blocks += (uint64_t)moved;
+		}
+		if (stuck)
+			za_log_err("volume: out of memory updating the map; "
+				   "buffer %llu kept",
+				   (unsigned long long)b->id);
+		else
+			vbuf_release(b);
+	}
+	ep->inflight--;
+	progress(v);
+}
+
+static void vbuf_submit(struct za_volume *v, struct vbuf *b)
+{
+	b->ep = v->ep_tail;
+	b->ep->inflight++;
+	b->s->nr_blocks = b->nr;
+	b->s->kind = ZA_STRIPE_DATA;
+	b->s->done = vbuf_done;
+	b->s->priv = b;
+	if (b->stream == ZA_STREAM_DATA) {
+		v->st.data_stripes++;
+		if (b->nr < za_engine_layout(v->eng)->data_blocks)
+			v->st.padded_stripes++;
+	} else {
+		v->st.journal_blocks++;
+	}
+	za_engine_write(v->eng, b->s);
+}
+
+/* ---- construction ---- */
+
+int za_volume_new(struct za_io *io, const struct za_volume_params *p,
+		  struct za_volume **out)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(p->eng);
+	struct za_geom jg = { 0 };
+	struct za_volume *v;
+	int ret;
+
+	if (!p->size_bytes || p->size_bytes % 4096)
+		return -EINVAL;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v->io = io;
+	v->eng = p->eng;
+	v->size_blocks = p->size_bytes / 4096;
+	v->next_buf_id = 1;
+	jg.k = 1;
+	jg.p = (uint8_t)dl->p;
+	jg.matrix = ZA_EC_MATRIX_CAUCHY;
+	jg.stripe_rows = 1;
+	jg.chunk_bytes = 4096;
+	jg.lblock_bytes = 4096;
+	jg.hdr_bytes = 4096;
+	ret = za_engine_stream_add(p->eng, &jg, 1, &v->jstream);
+	if (ret)
+		goto err_free;
+	ret = za_map_new(&v->map);
+	if (ret)
+		goto err_free;
+	v->ep_head = v->ep_tail = calloc(1, sizeof(*v->ep_head));
+	if (!v->ep_head) {
+		ret = -ENOMEM;
+		goto err_map;
+	}
+	*out = v;
+	return 0;
+
+err_map:
+	za_map_free(v->map);
+err_free:
+	free(v);
+	return ret;
+}
+
+bool za_volume_busy(const struct za_volume *v)
+{
+	const struct epoch *ep;
+
+	for (ep = v->ep_head; ep; ep = ep->next)
+		if (ep->inflight || ep->waiters)
+			return true;
+	return v->reads || v->eflushes;
+}
+
+void za_volume_free(struct za_volume *v)
+{
+	unsigned i;
+
+	if (!v)
+		return;
+	assert(!za_volume_busy(v));
+	for (i = 0; i < BUF_HASH; i++)
+		while (v->bhash[i])
+			vbuf_release(v->bhash[i]);
+	for (i = 0; i < LIVE_HASH; i++)
+		while (v->lhash[i]) {
+			struct live *l = v->lhash[i];
+
+			v->lhash[i] = l->next;
+			free(l);
+		}
+	while (v->ep_head) {
+		struct epoch *ep = v->ep_head;
+
+		v->ep_head = ep->next;
+		free(ep);
+	}
+	za_map_free(v->map);
+	free(v);
+}
+
+uint64_t za_volume_size(const struct za_volume *v)
+{
+	return v->size_blocks * 4096;
+}
+
+static int check_range(const struct za_volume *v, uint64_t off, uint64_t len)
+{
+	uint64_t size = v->size_blocks * 4096;
+
+	if (off % 4096 || len % 4096 || len > size || off > size - len)
+		return -EINVAL;
+	return 0;
+}
+
+static void req_init(struct za_volume *v, struct za_vol_req *r)
+{
+	r->vol = v;
+	r->next = NULL;
+	r->pending = 0;
+	r->result = 0;
+	r->fua_flush = false;
+}
+
+/* ---- flush ---- */
+
+static void eflush_done(struct za_engine_flush *f, int result)
+{
+	struct eflush *ef = f->priv;
+	struct za_volume *v = ef->v;
+	struct za_vol_req *r;
+
+	v->eflushes--;
+	if (!result && v->error)
+		result = -EIO;
+	while ((r = ef->waiters)) {
+		ef->waiters = r->next;
+		r->done(r, result);
+	}
+	free(ef);
+}
+
+/*
+ * Retire epochs whose stripes are all complete; their flushes get one
+ * device FLUSH round, then their answer.
+ */
+static void progress(struct za_volume *v)
+{
+	struct za_vol_req *batch = NULL, *r;
+	struct eflush *ef;
+
+	while (v->ep_head != v->ep_tail && !v->ep_head->inflight) {
+		struct epoch *ep = v->ep_head;
+
+		while ((r = ep->waiters)) {
+			ep->waiters = r->next;
+			r->next = batch;
+			batch = r;
+		}
+		v->ep_head = ep->next;
+		free(ep);
+	}
+	if (!batch)
+		return;
+	ef = calloc(1, sizeof(*ef));
+	if (!ef || v->error) {
+		int err = ef ? -EIO : -ENOMEM;
+
+		free(ef);
+		while ((r = batch)) {
+			batch = r->next;
+			r->done(r, err);
+		}
+		return;
+	}
+	ef->v = v;
+	ef->waiters = batch;
+	ef->f.done = eflush_done;
+	ef->f.priv = ef;
+	v->eflushes++;
+	za_engine_flush(v->eng, &ef->f);
+}
+
+/* Send the open buffer to the drives: journal or padded stripe. */
+static void seal_open_buffer(struct za_volume *v)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	struct vbuf *cur = v->cur;
+	uint64_t cost_journal, cost_stripe;
+	uint32_t b;
+
+	if (!cur || !cur->nr)
+		return;
+	v->cur = NULL;
+	/* Device blocks written: header + block on p+1 columns per block,
+	 * against a whole stripe with its headers. */
+	cost_journal = (uint64_t)cur->nr * 2 * (dl->p + 1);
+	cost_stripe = (uint64_t)dl->width * (dl->slot_bytes / 4096);
+	if (cost_journal >= cost_stripe) {
+		vbuf_submit(v, cur);
+		return;
+	}
+	for (b = 0; b < cur->nr; b++) {
+		struct za_map_loc from = { .kind = ZA_MAP_BUFFER,
+					   .group = cur->id,
+					   .pos = b };
+		struct za_map_loc to = { .kind = ZA_MAP_BUFFER, .pos = 0 };
+		uint64_t lba = cur->s->lbas[b];
+		struct vbuf *jb = vbuf_new(v, v->jstream);
+		int64_t moved;
+
+		if (!jb) {
+			/* No memory for the journal: pad the stripe instead. */
+			za_log_warn("volume: journal buffer allocation failed; "
+				    "writing a padded stripe");
+			vbuf_submit(v, cur);
+			return;
+		}
+		to.group = jb->id;
+		moved = za_map_move(v->map, lba, 1, &from, &to);
+		if (moved != 1) {
+			/* Overwritten later in the same buffer: dead. */
+			vbuf_release(jb);
+			continue;
+		}
+		memcpy(za_stripe_w_block(v->eng, jb->s, 0),
+		       za_stripe_w_block(v->eng, cur->s, b), 4096);
+		jb->s->lbas[0] = lba;
+		jb->nr = 1;
+		vbuf_submit(v, jb);
+	}
+	vbuf_release(cur);
+}
+
+static void flush_enqueue(struct za_volume *v, struct za_vol_req *r)
+{
+	struct epoch *ep = calloc(1, sizeof(*ep));
+
+	if (!ep) {
+		r->done(r, -ENOMEM);
+		return;
+	}
+	v->st.flushes++;
+	seal_open_buffer(v);
+	r->next = v->ep_tail->waiters;
+	v->ep_tail->waiters = r;
+	v->ep_tail->next = ep;
+	v->ep_tail = ep;
+	progress(v);
+}
+
+void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
+{
+	req_init(v, r);
+	flush_enqueue(v, r);
+}
+
+/* ---- write ---- */
+
+void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
+		     uint64_t len, const void *buf, bool fua)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	const uint8_t *src = buf;
+	uint64_t lba = off / 4096, n = len / 4096;
+	int ret;
+
+	req_init(v, r);
+	ret = check_range(v, off, len);
+	if (ret) {
+		r->done(r, ret);
+		return;
+	}
+	while (n) {
+		struct za_map_loc loc = { .kind = ZA_MAP_BUFFER };
+		uint32_t take, i;
+
+		if (!v->cur) {
+			v->cur = vbuf_new(v, ZA_STREAM_DATA);
+			if (!v->cur) {
+				r->done(r, -ENOMEM);
+				return;
+			}
+		}
+		take = dl->data_blocks - v->cur->nr;
+		if (take > n)
+			take = (uint32_t)n;
+		for (i = 0; i < take; i++) {
+			memcpy(za_stripe_w_block(v->eng, v->cur->s,
+						 v->cur->nr + i),
+			       src + (uint64_t)i * 4096, 4096);
+			v->cur->s->lbas[v->cur->nr + i] = lba + i;
+		}
+		loc.group = v->cur->id;
+		loc.pos = v->cur->nr;
+		ret = za_map_set(v->map, lba, take, &loc, on_dead, v);
+		if (ret) {
+			r->done(r, ret);
+			return;
+		}
+		v->cur->nr += take;
+		if (v->cur->nr == dl->data_blocks) {
+			struct vbuf *full = v->cur;
+
+			v->cur = NULL;
+			vbuf_submit(v, full);
+		}
+		lba += take;
+		n -= take;
+		src += (uint64_t)take * 4096;
+	}
+	v->st.user_write_bytes += len;
+	if (fua) {
+		flush_enqueue(v, r);
+		return;
+	}
+	r->done(r, 0);
+}
+
+void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
+		    uint64_t len)
+{
+	int ret;
+
+	req_init(v, r);
+	ret = check_range(v, off, len);
+	if (!ret)
+		ret = za_map_clear(v->map, off / 4096, len / 4096, on_dead, v);
+	r->done(r, ret);
+}
+
+void za_volume_write_zeroes(struct za_volume *v, struct za_vol_req *r,
+			    uint64_t off, uint64_t len, bool fua)
+{
+	int ret;
+
+	req_init(v, r);
+	ret = check_range(v, off, len);
+	if (!ret)
+		ret = za_map_clear(v->map, off / 4096, len / 4096, on_dead, v);
+	if (ret || !fua) {
+		r->done(r, ret);
+		return;
+	}
+	flush_enqueue(v, r);
+}
+
+/* ---- read ---- */
+
+struct vread {
+	struct za_read er;
+	struct za_vol_req *r;
+};
+
+static void read_put(struct za_volume *v, struct za_vol_req *r, int err)
+{
+	if (err && !r->result)
+		r->result = err;
+	if (--r->pending == 0) {
+		v->reads--;
+		r->done(r, r->result);
+	}
+}
+
+static void vread_done(struct za_read *er, int result)
+{
+	struct vread *vr = er->priv;
+	struct za_vol_req *r = vr->r;
+
+	free(vr);
+	read_put(r->vol, r, result);
+}
+
+struct read_walk {
+	struct za_volume *v;
+	struct za_vol_req *r;
+	uint8_t *buf;
+	uint64_t lba0;
+};
+
+static int read_piece(void *priv, uint64_t lba, uint64_t n,
+		      const struct za_map_loc *loc)
+{
+	struct read_walk *w = priv;
+	uint8_t *dst = w->buf + (lba - w->lba0) * 4096;
+	struct vread *vr;
+	struct vbuf *b;
+	uint64_t i;
+
+	if (!loc) {
+		memset(dst, 0, n * 4096);
+		return 0;
+	}
+	if (loc->kind == ZA_MAP_BUFFER) {
+		b = vbuf_find(w->v, loc->group);
+		assert(b); /* the map never outlives a buffer it names */
+		for (i = 0; i < n; i++)
+			memcpy(dst + i * 4096,
+			       za_stripe_w_block(w->v->eng, b->s,
+						 (uint32_t)(loc->pos + i)),
+			       4096);
+		return 0;
+	}
+	vr = calloc(1, sizeof(*vr));
+	if (!vr)
+		return -ENOMEM;
+	vr->r = w->r;
+	vr->er.group_id = loc->group;
+	vr->er.gpos = loc->pos;
+	vr->er.nr_blocks = (uint32_t)n;
+	vr->er.buf = dst;
+	vr->er.done = vread_done;
+	vr->er.priv = vr;
+	w->r->pending++;
+	za_engine_read(w->v->eng, &vr->er);
+	return 0;
+}
+
+void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
+		    uint64_t len, void *buf)
+{
+	struct read_walk w = { v, r, buf, off / 4096 };
+	int ret;
+
+	req_init(v, r);
+	ret = check_range(v, off, len);
+	if (ret) {
+		r->done(r, ret);
+		return;
+	}
+	v->st.user_read_bytes += len;
+	v->reads++;
+	r->pending = 1;
+	ret = za_map_walk(v->map, off / 4096, len / 4096, read_piece, &w);
+	read_put(v, r, ret);
+}
+
+/* ---- stats and synchronous wrappers ---- */
+
+void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
+{
+	unsigned i;
+	const struct vbuf *b;
+
+	*st = v->st;
+	st->buffers = 0;
+	for (i = 0; i < BUF_HASH; i++)
+		for (b = v->bhash[i]; b; b = b->hnext)
+			st->buffers++;
+	st->map_extents = za_map_extents(v->map);
+	st->map_bytes = za_map_bytes(v->map);
+}
+
+struct vsync {
+	struct za_vol_req r;
+	bool done;
+	int result;
+};
+
+static void vsync_done(struct za_vol_req *r, int result)
+{
+	struct vsync *s = r->priv;
+
+	s->result = result;
+	s->done = true;
+}
+
+static int vsync_wait(struct za_volume *v, struct vsync *s)
+{
+	za_io_run_until(v->io, &s->done, 0);
+	return s->result;
+}
+
+int za_volume_read_sync(struct za_volume *v, uint64_t off, uint64_t len,
+			void *buf)
+{
+	struct vsync s = { .r = { .done = vsync_done } };
+
+	s.r.priv = &s;
+	za_volume_read(v, &s.r, off, len, buf);
+	return vsync_wait(v, &s);
+}
+
+int za_volume_write_sync(struct za_volume *v, uint64_t off, uint64_t len,
+			 const void *buf, bool fua)
+{
+	struct vsync s = { .r = { .done = vsync_done } };
+
+	s.r.priv = &s;
+	za_volume_write(v, &s.r, off, len, buf, fua);
+	return vsync_wait(v, &s);
+}
+
+int za_volume_flush_sync(struct za_volume *v)
+{
+	struct vsync s = { .r = { .done = vsync_done } };
+
+	s.r.priv = &s;
+	za_volume_flush(v, &s.r);
+	return vsync_wait(v, &s);
+}
