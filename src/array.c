@@ -25,6 +25,7 @@
 #include "dev.h"
 #include "log.h"
 #include "segment.h"
+#include "volume.h"
 
 struct za_array {
 	struct za_io *io;
@@ -34,6 +35,7 @@ struct za_array {
 	char (*paths)[256];
 	uint8_t *states;
 	struct za_engine *eng;
+	struct za_volume *vol;
 	/* Superblock updates: one round at a time, coalesced. */
 	struct za_sb_write_op *sb_ops;
 	unsigned sb_pending;
@@ -114,11 +116,16 @@ static void array_free(struct za_array *a)
 
 	if (!a)
 		return;
+	if (a->vol) {
+		while (za_volume_busy(a->vol))
+			za_io_run_once(a->io);
+	}
 	if (a->eng) {
 		while (za_engine_busy(a->eng) || a->sb_pending)
 			za_io_run_once(a->io);
-		za_engine_free(a->eng);
 	}
+	za_volume_free(a->vol);
+	za_engine_free(a->eng);
 	for (i = 0; i < a->nr_members; i++)
 		if (a->devs && a->devs[i])
 			za_dev_close(a->devs[i]);
@@ -230,6 +237,25 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	prm.member_failed = on_member_failed;
 	prm.priv = a;
 	return za_engine_new(a->io, &prm, &a->eng);
+}
+
+/* Default volume size: usable capacity minus a reserve that garbage
+ * collection and the journal need to make progress when the volume is
+ * full (15%). */
+static uint64_t default_volume_bytes(const struct za_engine *e)
+{
+	uint64_t blocks = za_engine_data_capacity_blocks(e);
+
+	return blocks * 85 / 100 * 4096;
+}
+
+static int volume_start(struct za_array *a)
+{
+	struct za_volume_params vp = { 0 };
+
+	vp.eng = a->eng;
+	vp.size_bytes = a->sb->volume_bytes;
+	return za_volume_new(a->io, &vp, &a->vol);
 }
 
 /* ---- create ---- */
@@ -417,12 +443,58 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		       strerror(-ret));
 		goto err_free;
 	}
+	{
+		uint64_t usable = default_volume_bytes(a->eng);
+
+		if (p->size_bytes > usable) {
+			seterr(err, errlen,
+			       "--size %llu bytes is more than the %llu bytes "
+			       "these drives can hold with %u+%u and a reserve "
+			       "for garbage collection",
+			       (unsigned long long)p->size_bytes,
+			       (unsigned long long)usable, p->k, p->p);
+			ret = -EINVAL;
+			goto err_clear;
+		}
+		if (!usable) {
+			seterr(err, errlen, "these drives are too small");
+			ret = -EINVAL;
+			goto err_clear;
+		}
+		if (!p->size_bytes) {
+			a->sb->volume_bytes = usable;
+			a->sb->generation++;
+			for (i = 0; i < n && !ret; i++) {
+				a->sb->member_uuid = a->sb->members[i].uuid;
+				a->sb->member_idx = i;
+				ret = za_sb_write(a->devs[i], a->sb);
+			}
+			if (ret) {
+				seterr(err, errlen,
+				       "%s: superblock write failed: %s",
+				       p->paths[i - 1], strerror(-ret));
+				goto err_clear;
+			}
+		}
+	}
+	ret = volume_start(a);
+	if (ret) {
+		seterr(err, errlen, "cannot start the volume: %s",
+		       strerror(-ret));
+		goto err_clear;
+	}
 	free(st);
 	za_log_info("array %s created: %u+%u over %u drives", p->name, p->k,
 		    p->p, n);
 	*out = a;
 	return 0;
 
+err_clear:
+	/* Leave no half-made array behind. */
+	za_engine_free(a->eng);
+	a->eng = NULL;
+	for (i = 0; i < n; i++)
+		za_sb_clear(a->devs[i]);
 err_free:
 	free(st);
 	array_free(a);
@@ -559,6 +631,15 @@ int za_array_assemble(struct za_io *io, const char *name,
 		       strerror(-ret));
 		goto out;
 	}
+	ret = volume_start(a);
+	if (ret) {
+		seterr(err, errlen, "cannot start the volume: %s",
+		       strerror(-ret));
+		goto out;
+	}
+	za_log_warn("array %s: the volume starts empty: recovering its "
+		    "contents from the drives is not implemented yet",
+		    a->sb->name);
 	if (changed)
 		sb_round(a);
 	za_log_info("array %s assembled: %u members, %u lost", a->sb->name, nm,
@@ -591,10 +672,16 @@ int za_array_stop(struct za_array *a)
 	if (!a)
 		return 0;
 	a->stopping = true;
+	if (a->vol)
+		ret = za_volume_flush_sync(a->vol);
 	if (a->eng) {
+		int r;
+
 		while (za_engine_busy(a->eng) || a->sb_pending)
 			za_io_run_once(a->io);
-		ret = za_engine_flush_sync(a->eng);
+		r = za_engine_flush_sync(a->eng);
+		if (!ret)
+			ret = r;
 	}
 	za_log_info("array %s stopped", a->sb->name);
 	array_free(a);
@@ -609,6 +696,12 @@ int za_array_destroy(struct za_array *a)
 	if (!a)
 		return 0;
 	a->stopping = true;
+	if (a->vol) {
+		while (za_volume_busy(a->vol))
+			za_io_run_once(a->io);
+		za_volume_free(a->vol);
+		a->vol = NULL;
+	}
 	if (a->eng) {
 		while (za_engine_busy(a->eng) || a->sb_pending)
 			za_io_run_once(a->io);
@@ -637,6 +730,11 @@ const char *za_array_name(const struct za_array *a)
 struct za_engine *za_array_engine(struct za_array *a)
 {
 	return a->eng;
+}
+
+struct za_volume *za_array_volume(struct za_array *a)
+{
+	return a->vol;
 }
 
 int za_array_status(struct za_array *a, struct za_array_status *st)

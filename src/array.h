@@ -20,6 +20,7 @@
 
 struct za_array;
 struct za_engine;
+struct za_volume;
 
 enum za_array_state {
 	ZA_ARRAY_HEALTHY = 1,
@@ -80,6 +81,8 @@ int za_array_destroy(struct za_array *a);
 const char *za_array_name(const struct za_array *a);
 /* The array's segment engine (for the volume, tools and tests). */
 struct za_engine *za_array_engine(struct za_array *a);
+/* The array's exported volume. */
+struct za_volume *za_array_volume(struct za_array *a);
 
 struct za_array_member_status {
 	char path[256];

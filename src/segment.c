@@ -106,6 +106,7 @@ struct za_segment {
 	unsigned inflight;
 	uint16_t member[ZA_EC_MAX_WIDTH];
 	uint32_t zone[ZA_EC_MAX_WIDTH];
+	unsigned grp_idx; /* place in its group */
 	struct za_segment *hnext;
 	/* FINISH of the columns once sealed and idle */
 	struct za_dev_req *fin;
@@ -549,6 +550,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		g->eng = e;
 		g->st = st;
 		g->grp = grp;
+		g->grp_idx = j;
 		g->id = e->next_seg_id++;
 		g->state = ZA_SEG_OPEN;
 		g->taking = true;
@@ -766,8 +768,15 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 	h.kind = s->kind;
 	h.chunk_bytes = l->chunk_bytes;
 	h.nr_blocks = s->nr_blocks;
-	for (i = 0; i < l->width; i++)
+	h.group_id = g->grp->id;
+	h.group_w = (uint16_t)g->grp->w;
+	h.group_idx = (uint16_t)g->grp_idx;
+	h.group_stripes = g->grp->nr_stripes;
+	h.stream = (uint8_t)g->st->id;
+	for (i = 0; i < l->width; i++) {
 		h.members[i] = g->member[i];
+		h.zones[i] = g->zone[i];
+	}
 	for (c = 0; c < l->width; c++) {
 		h.col = (uint8_t)c;
 		for (j = 0; j < l->col_blocks; j++)
@@ -1112,8 +1121,11 @@ static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 	    h.stripe_idx != u->stripe_idx || h.col != ci->col || h.k != l->k ||
 	    h.p != l->p || h.rows != l->rows || h.chunk_bytes != l->chunk_bytes)
 		return -EBADMSG;
+	if (h.group_id != u->g->grp->id || h.group_idx != u->g->grp_idx)
+		return -EBADMSG;
 	for (i = 0; i < l->width; i++)
-		if (h.members[i] != u->g->member[i])
+		if (h.members[i] != u->g->member[i] ||
+		    h.zones[i] != u->g->zone[i])
 			return -EBADMSG;
 	for (j = 0; j < u->n; j++) {
 		if (only_wanted && !unit_wants(e, u, u->lo + j, &dst))
@@ -1598,4 +1610,23 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 	for (i = 0; i < e->nr_members; i++)
 		if (writable(&e->m[i]))
 			st->free_zones += e->m[i].free_zones;
+}
+
+uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
+{
+	const struct za_stripe_layout *l = &e->streams[0].l;
+	uint64_t slots = 0;
+	unsigned i;
+	uint32_t z;
+
+	for (i = 0; i < e->nr_members; i++) {
+		const struct member *m = &e->m[i];
+
+		if (!writable(m))
+			continue;
+		for (z = 0; z < m->nr_zones; z++)
+			if (m->zkind[z] == Z_FREE)
+				slots += m->zcap[z] / l->slot_bytes;
+	}
+	return slots / l->width * l->data_blocks;
 }

@@ -251,6 +251,12 @@ int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
 			   uint64_t pos, uint64_t *seg_id,
 			   uint32_t *stripe_idx);
 
+/*
+ * Data blocks the free zones of the writable members can hold in data
+ * stripes (an upper bound: journal and group rounding take some).
+ */
+uint64_t za_engine_data_capacity_blocks(const struct za_engine *e);
+
 struct za_engine_stats {
 	uint64_t stripes_written;
 	uint64_t stripes_rewritten; /* written again after a column failed */

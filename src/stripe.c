@@ -20,6 +20,9 @@
 #define HDR_CRC_OFF 12u
 #define HDR_MEMBERS_OFF 80u
 #define HDR_BLKCRC_OFF 256u
+#define HDR_GROUP_OFF 72u
+#define HDR_GROUPW_OFF 208u
+#define HDR_ZONES_OFF 1280u
 #define HDR_MEMBER_NONE 0xffffu
 
 int za_stripe_layout_init(struct za_stripe_layout *l, const struct za_geom *g)
@@ -71,9 +74,17 @@ void za_stripe_hdr_encode(const struct za_stripe_hdr *h, void *blk)
 	b[60] = h->kind;
 	za_put_le32(b + 64, h->nr_blocks);
 	za_put_le32(b + 68, h->lba_crc);
-	for (i = 0; i < 64; i++)
+	za_put_le64(b + HDR_GROUP_OFF, h->group_id);
+	za_put_le16(b + HDR_GROUPW_OFF, h->group_w);
+	za_put_le16(b + HDR_GROUPW_OFF + 2, h->group_idx);
+	za_put_le32(b + HDR_GROUPW_OFF + 4, h->group_stripes);
+	b[HDR_GROUPW_OFF + 8] = h->stream;
+	for (i = 0; i < 64; i++) {
 		za_put_le16(b + HDR_MEMBERS_OFF + 2 * i,
 			    i < width ? h->members[i] : HDR_MEMBER_NONE);
+		za_put_le32(b + HDR_ZONES_OFF + 4 * i,
+			    i < width ? h->zones[i] : 0);
+	}
 	for (i = 0; i < ZA_STRIPE_MAX_COL_BLOCKS; i++)
 		za_put_le32(b + HDR_BLKCRC_OFF + 4 * i, h->blk_crc[i]);
 	za_put_le32(b + HDR_CRC_OFF, hdr_crc(b));
@@ -112,6 +123,11 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 	h->kind = b[60];
 	h->nr_blocks = za_get_le32(b + 64);
 	h->lba_crc = za_get_le32(b + 68);
+	h->group_id = za_get_le64(b + HDR_GROUP_OFF);
+	h->group_w = za_get_le16(b + HDR_GROUPW_OFF);
+	h->group_idx = za_get_le16(b + HDR_GROUPW_OFF + 2);
+	h->group_stripes = za_get_le32(b + HDR_GROUPW_OFF + 4);
+	h->stream = b[HDR_GROUPW_OFF + 8];
 
 	width = (unsigned)h->k + h->p;
 	if (h->k < 1 || h->p < 1 || h->p > 6 || width > 64 || h->col >= width)
@@ -127,8 +143,14 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 	col_blocks = h->rows * (h->chunk_bytes / 4096u);
 	if (h->nr_blocks > h->k * col_blocks)
 		return -EBADMSG;
-	if (!all_zero(b + 61, 3) || !all_zero(b + 72, 8) ||
-	    !all_zero(b + 208, 48) || !all_zero(b + 1280, 768))
+	if (!all_zero(b + 61, 3) || !all_zero(b + HDR_GROUPW_OFF + 9, 39) ||
+	    !all_zero(b + HDR_ZONES_OFF + 256, 512))
+		return -EBADMSG;
+	/* A group of 1..1024 segments, this one inside it, and this stripe
+	 * inside the segment. */
+	if (!h->group_w || h->group_w > ZA_SB_MAX_MEMBERS ||
+	    h->group_idx >= h->group_w || !h->group_stripes ||
+	    h->stripe_idx >= h->group_stripes)
 		return -EBADMSG;
 	for (i = 0; i < 64; i++) {
 		uint16_t m = za_get_le16(b + HDR_MEMBERS_OFF + 2 * i);
@@ -136,6 +158,9 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 		if (i < width ? m >= ZA_SB_MAX_MEMBERS : m != HDR_MEMBER_NONE)
 			return -EBADMSG;
 		h->members[i] = m;
+		h->zones[i] = za_get_le32(b + HDR_ZONES_OFF + 4 * i);
+		if (i >= width && h->zones[i])
+			return -EBADMSG;
 	}
 	for (i = 0; i < ZA_STRIPE_MAX_COL_BLOCKS; i++) {
 		h->blk_crc[i] = za_get_le32(b + HDR_BLKCRC_OFF + 4 * i);

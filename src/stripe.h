@@ -98,7 +98,15 @@ struct za_stripe_hdr {
 	uint32_t chunk_bytes;
 	uint32_t nr_blocks; /* data blocks used: a prefix 0..nr-1 */
 	uint32_t lba_crc; /* CRC32C of the LBA table bytes */
+	/* The group the segment belongs to: enough to rebuild the engine's
+	 * tables from the drives alone (crash recovery). */
+	uint64_t group_id;
+	uint16_t group_w; /* segments in the group */
+	uint16_t group_idx; /* this segment's place in the group */
+	uint32_t group_stripes; /* stripes per segment of the group */
+	uint8_t stream; /* engine stream: 0 data, 1 journal, ... */
 	uint16_t members[64]; /* member index per column */
+	uint32_t zones[64]; /* zone index per column */
 	uint32_t blk_crc[ZA_STRIPE_MAX_COL_BLOCKS]; /* CRC32C per payload block */
 };
 

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "sb.h"
 #include "segment.h"
+#include "volume.h"
 #include "tap.h"
 
 #define NDRV 10
@@ -299,6 +300,52 @@ START_TEST(test_failed_member_recorded_and_stale)
 }
 END_TEST
 
+/* The volume: default size below the raw capacity, too large refused,
+ * data written through it reads back. */
+START_TEST(test_volume_size)
+{
+	struct za_array_create_params cp = { 0 };
+	struct za_array_status st;
+	struct za_array *a = NULL;
+	uint8_t *buf, *back;
+	uint64_t cap;
+
+	cp.name = "vol";
+	cp.k = 4;
+	cp.p = 2;
+	cp.paths = pp;
+	cp.nr_paths = 6;
+	cp.size_bytes = 1ull << 40;
+	ck_assert_int_eq(za_array_create(io, &cp, &a, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "more than"));
+	/* Refused create left no superblock behind. */
+	cp.size_bytes = 0;
+	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	cap = 6ull * 24 * 4 / 6 << 20; /* raw data share of 6 x 24 MiB */
+	ck_assert_uint_gt(st.size_bytes, 0);
+	ck_assert_uint_lt(st.size_bytes, cap);
+	ck_assert_uint_eq(st.size_bytes % 4096, 0);
+	free(st.members);
+	ck_assert_uint_eq(za_volume_size(za_array_volume(a)), st.size_bytes);
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, 1 << 20), 0);
+	ck_assert_int_eq(posix_memalign((void **)&back, 4096, 1 << 20), 0);
+	memset(buf, 0x5a, 1 << 20);
+	ck_assert_int_eq(za_volume_write_sync(za_array_volume(a), 4096, 1 << 20,
+					      buf, true),
+			 0);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 4096, 1 << 20,
+					     back),
+			 0);
+	ck_assert(!memcmp(buf, back, 1 << 20));
+	free(buf);
+	free(back);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("array");
@@ -310,6 +357,7 @@ int main(void)
 	tcase_add_test(tc, test_assemble_order_paths);
 	tcase_add_test(tc, test_assemble_foreign_missing);
 	tcase_add_test(tc, test_failed_member_recorded_and_stale);
+	tcase_add_test(tc, test_volume_size);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }

@@ -771,8 +771,15 @@ START_TEST(test_header_codec)
 	h.kind = ZA_STRIPE_DATA;
 	h.chunk_bytes = 65536;
 	h.nr_blocks = 600;
-	for (i = 0; i < 12; i++)
+	h.group_id = 9;
+	h.group_w = 2;
+	h.group_idx = 1;
+	h.group_stripes = 100;
+	h.stream = 0;
+	for (i = 0; i < 12; i++) {
 		h.members[i] = (uint16_t)(i * 3);
+		h.zones[i] = 1000 + i;
+	}
 	for (i = 0; i < 64; i++)
 		h.blk_crc[i] = 0x1000u + i;
 	memset(blk + ZA_STRIPE_LBA_OFF, 0x5a, ZA_STRIPE_LBA_BYTES);
@@ -781,6 +788,20 @@ START_TEST(test_header_codec)
 	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
 	ck_assert_uint_eq(d.seq, h.seq);
 	ck_assert_uint_eq(d.members[11], 33);
+	ck_assert_uint_eq(d.zones[11], 1011);
+	ck_assert_uint_eq(d.group_id, 9);
+	ck_assert_uint_eq(d.group_idx, 1);
+	ck_assert_uint_eq(d.group_stripes, 100);
+	/* A stripe outside its segment, a segment outside its group. */
+	h.stripe_idx = 100;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.stripe_idx = 5;
+	h.group_idx = 2;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.group_idx = 1;
+	za_stripe_hdr_encode(&h, blk);
 	ck_assert_uint_eq(d.blk_crc[63], 0x1000u + 63);
 	/* Any flipped bit is refused. */
 	for (i = 0; i < 4096 * 8; i += 7) {
