@@ -619,27 +619,24 @@ int za_array_assemble(struct za_io *io, const char *name,
 		}
 	}
 	/*
-	 * Data zones already written are kept (USED) by the engine: nothing
-	 * is overwritten. Sequence numbers and segment ids continue past
-	 * anything on disk once the volume's checkpoint says where (issue
-	 * "volume"); until then a new time base keeps them unique.
+	 * Data zones already written are kept (USED) by the engine until
+	 * recovery has read them; sequence numbers and ids then continue
+	 * after the highest found on the drives.
 	 */
-	ret = engine_start(a, (uint64_t)time(NULL) << 24,
-			   (uint64_t)time(NULL) << 20);
+	ret = engine_start(a, 1, 1);
 	if (ret) {
 		seterr(err, errlen, "cannot start the array: %s",
 		       strerror(-ret));
 		goto out;
 	}
 	ret = volume_start(a);
+	if (!ret)
+		ret = za_volume_recover(a->vol);
 	if (ret) {
-		seterr(err, errlen, "cannot start the volume: %s",
+		seterr(err, errlen, "cannot recover the volume: %s",
 		       strerror(-ret));
 		goto out;
 	}
-	za_log_warn("array %s: the volume starts empty: recovering its "
-		    "contents from the drives is not implemented yet",
-		    a->sb->name);
 	if (changed)
 		sb_round(a);
 	za_log_info("array %s assembled: %u members, %u lost", a->sb->name, nm,

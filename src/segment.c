@@ -82,6 +82,7 @@ struct member {
 	uint32_t nr_zones;
 	uint8_t *zkind;
 	uint64_t *zcap;
+	uint64_t *zwp; /* write pointer at start (recovery) */
 	uint64_t zone_bytes;
 	uint32_t free_zones;
 	uint32_t hint; /* next zone to look at */
@@ -250,12 +251,16 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
 	m->zone_bytes = c->zone_size_bytes;
 	m->zkind = calloc(nr, 1);
 	m->zcap = calloc(nr, sizeof(*m->zcap));
-	if (!m->zkind || !m->zcap) {
+	m->zwp = calloc(nr, sizeof(*m->zwp));
+	if (!m->zkind || !m->zcap || !m->zwp) {
 		free(z);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++) {
 		m->zcap[i] = z[i].cap_bytes;
+		m->zwp[i] = z[i].cond == ZA_ZONE_COND_FULL ?
+				    z[i].start_bytes + z[i].cap_bytes :
+				    z[i].wp_bytes;
 		if (i < ZA_SB_ZONES || z[i].type == ZA_ZONE_TYPE_CNV)
 			m->zkind[i] = Z_RESERVED;
 		else if (z[i].cond == ZA_ZONE_COND_OFFLINE ||
@@ -377,6 +382,7 @@ err_members:
 	for (i = 0; i < prm->nr_members; i++) {
 		free(e->m[i].zkind);
 		free(e->m[i].zcap);
+		free(e->m[i].zwp);
 	}
 	free(e->m);
 err_free:
@@ -425,6 +431,7 @@ void za_engine_free(struct za_engine *e)
 	for (i = 0; i < e->nr_members; i++) {
 		free(e->m[i].zkind);
 		free(e->m[i].zcap);
+		free(e->m[i].zwp);
 	}
 	free(e->m);
 	free(e);
@@ -1391,6 +1398,13 @@ void za_engine_read(struct za_engine *e, struct za_read *r)
 		uint32_t lo[ZA_EC_MAX_WIDTH], hi[ZA_EC_MAX_WIDTH];
 		unsigned c;
 
+		if (!g) { /* a recovered group's segment nothing was found in */
+			if (!r->result)
+				r->result = -EIO;
+			d = s_end > end ? end : s_end;
+			continue;
+		}
+
 		if (s_end > end)
 			s_end = end;
 		for (c = 0; c < l->k; c++) {
@@ -1580,7 +1594,7 @@ int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
 	info->next_pos = grp->next_pos;
 	info->taking = grp->taking;
 	for (j = 0; j < grp->w; j++)
-		info->seg_ids[j] = grp->segs[j]->id;
+		info->seg_ids[j] = grp->segs[j] ? grp->segs[j]->id : 0;
 	return 0;
 }
 
@@ -1589,7 +1603,8 @@ int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
 {
 	const struct group *grp = group_find(e, group_id);
 
-	if (!grp || pos >= (uint64_t)grp->w * grp->nr_stripes)
+	if (!grp || pos >= (uint64_t)grp->w * grp->nr_stripes ||
+	    !grp->segs[pos % grp->w])
 		return -ENOENT;
 	*seg_id = grp->segs[pos % grp->w]->id;
 	*stripe_idx = (uint32_t)(pos / grp->w);
@@ -1629,4 +1644,423 @@ uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
 				slots += m->zcap[z] / l->slot_bytes;
 	}
 	return slots / l->width * l->data_blocks;
+}
+
+/* ---- crash recovery ---- */
+
+/*
+ * Recovery reads the drives in two passes. Pass 1 reads the header of
+ * every slot of every non-empty data zone, learns each segment (members,
+ * zones, group, stream) from any one of its columns, and keeps one compact
+ * record per stripe with the columns found. Pass 2 goes through the
+ * stripes in sequence order, reads their data columns' headers again for
+ * the LBA tables (decoding a missing column's table from the others) and
+ * hands them to the owner. Memory: one record per stripe, no headers.
+ */
+struct rec_stripe {
+	uint64_t seq;
+	uint64_t seg_id;
+	uint64_t group_id, group_pos;
+	uint32_t stripe_idx;
+	uint32_t nr_blocks;
+	uint64_t cols; /* columns whose header was found */
+	uint8_t kind, stream;
+	bool bad; /* columns disagree */
+};
+
+struct rec_ctx {
+	struct za_engine *e;
+	struct rec_stripe *st;
+	size_t nr, cap;
+	uint8_t *blk; /* 4 KiB, aligned */
+	uint64_t max_seq, max_seg, max_group;
+};
+
+static struct za_segment *rec_segment(struct za_engine *e,
+				      const struct za_stripe_hdr *h)
+{
+	struct za_segment *g = seg_find(e, h->seg_id);
+	struct group *grp;
+	struct stream *st;
+	unsigned i, width = (unsigned)h->k + h->p;
+
+	if (g)
+		return g;
+	if (h->stream >= e->nr_streams)
+		return NULL;
+	st = &e->streams[h->stream];
+	if (st->l.k != h->k || st->l.p != h->p || st->l.rows != h->rows ||
+	    st->l.chunk_bytes != h->chunk_bytes)
+		return NULL;
+	for (i = 0; i < width; i++)
+		if (h->members[i] >= e->nr_members ||
+		    h->zones[i] >= (e->m[h->members[i]].nr_zones ?
+					    e->m[h->members[i]].nr_zones :
+					    UINT32_MAX))
+			return NULL;
+	grp = group_find(e, h->group_id);
+	if (!grp) {
+		grp = calloc(1, sizeof(*grp));
+		if (grp)
+			grp->segs = calloc(h->group_w, sizeof(*grp->segs));
+		if (!grp || !grp->segs) {
+			free(grp);
+			return NULL;
+		}
+		grp->id = h->group_id;
+		grp->st = st;
+		grp->w = h->group_w;
+		grp->nr_stripes = h->group_stripes;
+		grp->hnext = e->ghash[grp->id % SEG_HASH];
+		e->ghash[grp->id % SEG_HASH] = grp;
+	}
+	if (grp->w != h->group_w || grp->st != st ||
+	    grp->nr_stripes != h->group_stripes || grp->segs[h->group_idx])
+		return NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->eng = e;
+	g->st = st;
+	g->grp = grp;
+	g->grp_idx = h->group_idx;
+	g->id = h->seg_id;
+	g->state = ZA_SEG_SEALED;
+	g->nr_stripes = h->group_stripes;
+	g->finished = true;
+	for (i = 0; i < width; i++) {
+		struct member *m = &e->m[h->members[i]];
+
+		g->member[i] = h->members[i];
+		g->zone[i] = h->zones[i];
+		if (m->zkind && m->zkind[g->zone[i]] == Z_FREE) {
+			m->zkind[g->zone[i]] = Z_USED;
+			m->free_zones--;
+		}
+	}
+	grp->segs[h->group_idx] = g;
+	g->hnext = e->hash[g->id % SEG_HASH];
+	e->hash[g->id % SEG_HASH] = g;
+	return g;
+}
+
+static int rec_add(struct rec_ctx *rc, const struct za_stripe_hdr *h)
+{
+	struct rec_stripe *r;
+
+	if (rc->nr == rc->cap) {
+		size_t cap = rc->cap ? rc->cap * 2 : 1024;
+		struct rec_stripe *n = realloc(rc->st, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		rc->st = n;
+		rc->cap = cap;
+	}
+	r = &rc->st[rc->nr++];
+	memset(r, 0, sizeof(*r));
+	r->seq = h->seq;
+	r->seg_id = h->seg_id;
+	r->group_id = h->group_id;
+	r->group_pos = (uint64_t)h->stripe_idx * h->group_w + h->group_idx;
+	r->stripe_idx = h->stripe_idx;
+	r->nr_blocks = h->nr_blocks;
+	r->cols = 1ull << h->col;
+	r->kind = h->kind;
+	r->stream = h->stream;
+	if (h->seq > rc->max_seq)
+		rc->max_seq = h->seq;
+	if (h->seg_id > rc->max_seg)
+		rc->max_seg = h->seg_id;
+	if (h->group_id > rc->max_group)
+		rc->max_group = h->group_id;
+	return 0;
+}
+
+/* Read and decode the header at @off of member @mi. */
+static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
+			struct za_stripe_hdr *h)
+{
+	struct za_engine *e = rc->e;
+	int ret;
+
+	ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk, 4096,
+			     NULL);
+	if (ret)
+		return ret;
+	ret = za_stripe_hdr_decode(rc->blk, h);
+	if (ret)
+		return ret;
+	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || h->members[h->col] != mi)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Pass 1 on one zone: every slot up to the write pointer. */
+static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
+{
+	struct za_engine *e = rc->e;
+	struct member *m = &e->m[mi];
+	uint64_t start = (uint64_t)z * m->zone_bytes, off = start;
+	uint64_t slot = 0, end = m->zwp[z];
+	struct za_stripe_hdr h;
+	struct za_segment *g;
+	int ret;
+
+	while (off + 4096 <= end) {
+		ret = rec_read_hdr(rc, mi, off, &h);
+		if (ret == -ENODEV)
+			return ret;
+		if (!ret && h.zones[h.col] != z)
+			ret = -EBADMSG;
+		if (!ret) {
+			g = rec_segment(e, &h);
+			if (g && g->member[h.col] == mi &&
+			    g->zone[h.col] == z) {
+				slot = g->st->l.slot_bytes;
+				ret = rec_add(rc, &h);
+				if (ret)
+					return ret;
+			} else {
+				ret = -EBADMSG;
+			}
+		}
+		if (ret && !slot)
+			return 0; /* no valid first slot: the zone is garbage */
+		off += slot;
+	}
+	return 0;
+}
+
+static int rec_cmp_pos(const void *a, const void *b)
+{
+	const struct rec_stripe *x = a, *y = b;
+
+	if (x->seg_id != y->seg_id)
+		return x->seg_id < y->seg_id ? -1 : 1;
+	if (x->stripe_idx != y->stripe_idx)
+		return x->stripe_idx < y->stripe_idx ? -1 : 1;
+	return 0;
+}
+
+static int rec_cmp_seq(const void *a, const void *b)
+{
+	const struct rec_stripe *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Pass 2 for one stripe: its LBAs, decoding missing columns' tables. */
+static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
+		    uint64_t *lbas)
+{
+	struct za_engine *e = rc->e;
+	struct za_segment *g = seg_find(e, r->seg_id);
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t *tab[ZA_EC_MAX_WIDTH] = { 0 }, *mem;
+	uint64_t avail = 0, want = 0;
+	unsigned c, have = 0;
+	uint32_t j;
+	int ret = 0;
+
+	mem = malloc((size_t)l->width * ZA_STRIPE_LBA_BYTES);
+	if (!mem)
+		return -ENOMEM;
+	for (c = 0; c < l->width; c++) {
+		struct za_stripe_hdr h;
+		uint64_t off;
+
+		tab[c] = mem + (size_t)c * ZA_STRIPE_LBA_BYTES;
+		if (c >= l->k && have >= l->k)
+			break;
+		if (!(r->cols & (1ull << c)) || !readable(&e->m[g->member[c]]))
+			continue;
+		off = (uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
+		      (uint64_t)r->stripe_idx * l->slot_bytes;
+		if (rec_read_hdr(rc, g->member[c], off, &h) || h.seq != r->seq)
+			continue;
+		memcpy(tab[c], rc->blk + ZA_STRIPE_LBA_OFF,
+		       ZA_STRIPE_LBA_BYTES);
+		avail |= 1ull << c;
+		have++;
+	}
+	for (c = 0; c < l->k; c++)
+		if (!(avail & (1ull << c)))
+			want |= 1ull << c;
+	if (want) {
+		while ((unsigned)__builtin_popcountll(avail) > l->k)
+			avail &= avail - 1; /* drop the lowest: keep k */
+		ret = za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+					avail, want);
+	}
+	if (!ret)
+		for (c = 0; c < l->k; c++)
+			for (j = 0; j < l->col_blocks; j++)
+				lbas[za_stripe_block_of(l, c, j)] =
+					za_get_le64(tab[c] + 8 * j);
+	free(mem);
+	return ret;
+}
+
+int za_engine_recover(struct za_engine *e,
+		      int (*fn)(void *priv,
+				const struct za_recovered_stripe *rs),
+		      void *priv)
+{
+	struct rec_ctx rc = { .e = e };
+	uint64_t *lbas = NULL;
+	uint32_t maxdb = 0;
+	size_t i, o;
+	unsigned mi, si;
+	uint32_t z;
+	int ret = 0;
+
+	if (posix_memalign((void **)&rc.blk, 4096, 4096))
+		return -ENOMEM;
+	/* Pass 1: every readable member, every zone that holds something. */
+	for (mi = 0; mi < e->nr_members && !ret; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones && !ret; z++)
+			if (m->zkind[z] == Z_USED)
+				ret = rec_scan_zone(&rc, mi, z);
+	}
+	if (ret)
+		goto out;
+	/* One record per stripe: merge the columns found. */
+	qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
+	for (i = 0, o = 0; i < rc.nr; i++) {
+		if (o && rc.st[o - 1].seg_id == rc.st[i].seg_id &&
+		    rc.st[o - 1].stripe_idx == rc.st[i].stripe_idx) {
+			struct rec_stripe *p = &rc.st[o - 1];
+
+			p->bad |= p->seq != rc.st[i].seq ||
+				  p->nr_blocks != rc.st[i].nr_blocks ||
+				  p->kind != rc.st[i].kind;
+			p->cols |= rc.st[i].cols;
+			continue;
+		}
+		rc.st[o++] = rc.st[i];
+	}
+	rc.nr = o;
+	/* Groups learn how far they were written. */
+	for (i = 0; i < rc.nr; i++) {
+		struct group *grp = group_find(e, rc.st[i].group_id);
+		struct za_segment *g = seg_find(e, rc.st[i].seg_id);
+
+		if (grp && grp->next_pos < rc.st[i].group_pos + 1)
+			grp->next_pos = rc.st[i].group_pos + 1;
+		if (g && g->next_stripe < rc.st[i].stripe_idx + 1)
+			g->next_stripe = rc.st[i].stripe_idx + 1;
+	}
+	for (si = 0; si < e->nr_streams; si++)
+		if (e->streams[si].l.data_blocks > maxdb)
+			maxdb = e->streams[si].l.data_blocks;
+	lbas = malloc((size_t)maxdb * sizeof(*lbas));
+	if (!lbas) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* Pass 2, in the order things were written. */
+	qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
+	for (i = 0; i < rc.nr && !ret; i++) {
+		const struct rec_stripe *r = &rc.st[i];
+		struct za_recovered_stripe rs = { 0 };
+		struct za_segment *g = seg_find(e, r->seg_id);
+
+		if (r->bad || !g ||
+		    (unsigned)__builtin_popcountll(r->cols) < g->st->l.k) {
+			za_log_info("recovery: segment %llu stripe %u skipped "
+				    "(%u columns found)",
+				    (unsigned long long)r->seg_id,
+				    r->stripe_idx,
+				    (unsigned)__builtin_popcountll(r->cols));
+			continue;
+		}
+		if (rec_lbas(&rc, r, lbas)) {
+			za_log_warn("recovery: segment %llu stripe %u: LBA "
+				    "table unreadable; skipped",
+				    (unsigned long long)r->seg_id,
+				    r->stripe_idx);
+			continue;
+		}
+		rs.stream = r->stream;
+		rs.kind = r->kind;
+		rs.seq = r->seq;
+		rs.group_id = r->group_id;
+		rs.group_pos = r->group_pos;
+		rs.nr_blocks = r->nr_blocks;
+		rs.lbas = lbas;
+		ret = fn(priv, &rs);
+	}
+	if (ret)
+		goto out;
+	/* Zones nobody claims are garbage: reset them for reuse. */
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!writable(m))
+			continue;
+		for (z = 0; z < m->nr_zones; z++) {
+			bool claimed = false;
+			struct za_segment *g;
+			unsigned h2, c;
+
+			if (m->zkind[z] != Z_USED)
+				continue;
+			for (h2 = 0; h2 < SEG_HASH && !claimed; h2++)
+				for (g = e->hash[h2]; g && !claimed;
+				     g = g->hnext)
+					for (c = 0; c < g->st->l.width; c++)
+						claimed |= g->member[c] == mi &&
+							   g->zone[c] == z;
+			if (claimed)
+				continue;
+			if (za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
+					   (uint64_t)z * m->zone_bytes, NULL, 0,
+					   NULL) == 0) {
+				m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE :
+								   Z_BAD;
+				m->free_zones += m->zkind[z] == Z_FREE;
+			}
+		}
+	}
+	/* Recovered segments take no more stripes: finish partial zones. */
+	for (i = 0; i < SEG_HASH; i++) {
+		struct za_segment *g;
+
+		for (g = e->hash[i]; g; g = g->hnext) {
+			unsigned c;
+
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+				uint32_t zz = g->zone[c];
+
+				if (writable(m) &&
+				    m->zwp[zz] < (uint64_t)zz * m->zone_bytes +
+							 m->zcap[zz])
+					za_dev_io_sync(m->dev, ZA_DEV_OP_FINISH,
+						       (uint64_t)zz *
+							       m->zone_bytes,
+						       NULL, 0, NULL);
+			}
+		}
+	}
+	if (rc.max_seq >= e->seq)
+		e->seq = rc.max_seq + 1;
+	if (rc.max_seg >= e->next_seg_id)
+		e->next_seg_id = rc.max_seg + 1;
+	if (rc.max_group >= e->next_group_id)
+		e->next_group_id = rc.max_group + 1;
+	if (e->next_group_id < e->next_seg_id)
+		e->next_group_id = e->next_seg_id;
+	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
+		    (unsigned long long)e->seq);
+out:
+	free(lbas);
+	free(rc.st);
+	free(rc.blk);
+	return ret;
 }

@@ -257,6 +257,33 @@ int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
  */
 uint64_t za_engine_data_capacity_blocks(const struct za_engine *e);
 
+/* ---- crash recovery ---- */
+
+/* A stripe found on the drives, handed to the owner in sequence order. */
+struct za_recovered_stripe {
+	unsigned stream;
+	uint8_t kind; /* enum za_stripe_kind */
+	uint64_t seq;
+	uint64_t group_id;
+	uint64_t group_pos;
+	uint32_t nr_blocks;
+	const uint64_t *lbas; /* data_blocks entries, stripe block order */
+};
+
+/*
+ * Rebuild the engine's groups and segments from the stripe headers on the
+ * drives, then hand every stripe that can still be read (at least k of its
+ * columns found) to @fn in sequence order. Zones no stripe claims are
+ * reset; partly written zones are finished; new writes go to new groups.
+ * Call it once, after za_engine_new() and after every stream was added,
+ * before any write. Synchronous. Returns 0, a negative value @fn returned,
+ * or -errno.
+ */
+int za_engine_recover(struct za_engine *e,
+		      int (*fn)(void *priv,
+				const struct za_recovered_stripe *rs),
+		      void *priv);
+
 struct za_engine_stats {
 	uint64_t stripes_written;
 	uint64_t stripes_rewritten; /* written again after a column failed */

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byteorder.h"
 #include "log.h"
 #include "map.h"
 #include "volume.h"
@@ -59,6 +60,7 @@ struct vbuf {
 	unsigned stream;
 	struct za_stripe_w *s;
 	uint32_t nr; /* blocks filled */
+	uint8_t kind; /* enum za_stripe_kind */
 	bool failed;
 	struct epoch *ep;
 	struct vbuf *hnext;
@@ -113,13 +115,27 @@ static struct live *live_get(struct za_volume *v, uint64_t group, bool make)
 	return l;
 }
 
+static struct vbuf *vbuf_find(struct za_volume *v, uint64_t id);
+
 static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 {
 	struct za_volume *v = priv;
 	struct live *l;
 
-	if (old->kind == ZA_MAP_BUFFER)
+	if (old->kind == ZA_MAP_BUFFER) {
+		struct vbuf *b = vbuf_find(v, old->group);
+		uint64_t i;
+
+		/*
+		 * The buffer's stripe must not claim these blocks any more:
+		 * if it is written (or rewritten) after the newer data, crash
+		 * recovery, which replays in sequence order, would bring the
+		 * old blocks back.
+		 */
+		for (i = 0; b && i < n; i++)
+			b->s->lbas[old->pos + i] = ZA_STRIPE_LBA_NONE;
 		return;
+	}
 	l = live_get(v, old->group, false);
 	if (l)
 		l->blocks -= n < l->blocks ? n : l->blocks;
@@ -205,6 +221,10 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 						 .pos = base + i };
 			int64_t moved;
 
+			if (s->lbas[i] == ZA_STRIPE_LBA_NONE) { /* dead */
+				j = i + 1;
+				continue;
+			}
 			for (j = i + 1;
 			     j < b->nr && s->lbas[j] == s->lbas[j - 1] + 1; j++)
 				;
@@ -231,7 +251,7 @@ static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 	b->ep = v->ep_tail;
 	b->ep->inflight++;
 	b->s->nr_blocks = b->nr;
-	b->s->kind = ZA_STRIPE_DATA;
+	b->s->kind = b->kind ? b->kind : ZA_STRIPE_DATA;
 	b->s->done = vbuf_done;
 	b->s->priv = b;
 	if (b->stream == ZA_STREAM_DATA) {
@@ -435,9 +455,12 @@ static void seal_open_buffer(struct za_volume *v)
 					   .pos = b };
 		struct za_map_loc to = { .kind = ZA_MAP_BUFFER, .pos = 0 };
 		uint64_t lba = cur->s->lbas[b];
-		struct vbuf *jb = vbuf_new(v, v->jstream);
+		struct vbuf *jb;
 		int64_t moved;
 
+		if (lba == ZA_STRIPE_LBA_NONE)
+			continue; /* overwritten or unmapped since */
+		jb = vbuf_new(v, v->jstream);
 		if (!jb) {
 			/* No memory for the journal: pad the stripe instead. */
 			za_log_warn("volume: journal buffer allocation failed; "
@@ -546,6 +569,41 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	r->done(r, 0);
 }
 
+/*
+ * An unmap record: a journal stripe of kind META whose block says which
+ * range reads as zeros from then on (docs/format.md, "Unmap record").
+ * Written like any journal block, so it is durable with the next flush
+ * and replayed in sequence order.
+ */
+#define UNMAP_MAGIC "ZAUNMAP1"
+
+static int unmap(struct za_volume *v, uint64_t lba, uint64_t n)
+{
+	struct vbuf *jb;
+	uint8_t *blk;
+	int ret;
+
+	jb = vbuf_new(v, v->jstream);
+	if (!jb)
+		return -ENOMEM;
+	ret = za_map_clear(v->map, lba, n, on_dead, v);
+	if (ret) {
+		vbuf_release(jb);
+		return ret;
+	}
+	blk = za_stripe_w_block(v->eng, jb->s, 0);
+	memset(blk, 0, 4096);
+	memcpy(blk, UNMAP_MAGIC, 8);
+	za_put_le32(blk + 8, 1);
+	za_put_le64(blk + 16, lba);
+	za_put_le64(blk + 24, n);
+	jb->s->lbas[0] = ZA_STRIPE_LBA_NONE;
+	jb->nr = 1;
+	jb->kind = ZA_STRIPE_META;
+	vbuf_submit(v, jb);
+	return 0;
+}
+
 void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		    uint64_t len)
 {
@@ -553,8 +611,8 @@ void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 
 	req_init(v, r);
 	ret = check_range(v, off, len);
-	if (!ret)
-		ret = za_map_clear(v->map, off / 4096, len / 4096, on_dead, v);
+	if (!ret && len)
+		ret = unmap(v, off / 4096, len / 4096);
 	r->done(r, ret);
 }
 
@@ -565,8 +623,8 @@ void za_volume_write_zeroes(struct za_volume *v, struct za_vol_req *r,
 
 	req_init(v, r);
 	ret = check_range(v, off, len);
-	if (!ret)
-		ret = za_map_clear(v->map, off / 4096, len / 4096, on_dead, v);
+	if (!ret && len)
+		ret = unmap(v, off / 4096, len / 4096);
 	if (ret || !fua) {
 		r->done(r, ret);
 		return;
@@ -662,6 +720,106 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	r->pending = 1;
 	ret = za_map_walk(v->map, off / 4096, len / 4096, read_piece, &w);
 	read_put(v, r, ret);
+}
+
+/* ---- crash recovery ---- */
+
+struct rec_vol {
+	struct za_volume *v;
+	uint8_t *blk;
+	uint64_t stripes, unmaps, skipped;
+};
+
+static int rec_apply_unmap(struct rec_vol *rv,
+			   const struct za_recovered_stripe *rs)
+{
+	struct za_volume *v = rv->v;
+	uint64_t lba, n;
+	int ret;
+
+	ret = za_engine_read_sync(v->eng, rs->group_id, rs->group_pos, 1,
+				  rv->blk, NULL);
+	if (ret)
+		return ret;
+	/* Untrusted until checked: magic, count, range. */
+	if (memcmp(rv->blk, UNMAP_MAGIC, 8) || za_get_le32(rv->blk + 8) != 1)
+		return -EBADMSG;
+	lba = za_get_le64(rv->blk + 16);
+	n = za_get_le64(rv->blk + 24);
+	if (!n || lba >= v->size_blocks || n > v->size_blocks - lba)
+		return -EBADMSG;
+	rv->unmaps++;
+	return za_map_clear(v->map, lba, n, on_dead, v);
+}
+
+static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(v->eng, rs->stream);
+	uint8_t kind = rs->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
+						      ZA_MAP_JOURNAL;
+	struct live *lv;
+	uint32_t b, e;
+	int ret;
+
+	if (rs->stream != ZA_STREAM_DATA && rs->stream != v->jstream)
+		return 0;
+	if (rs->kind == ZA_STRIPE_META) {
+		if (rs->stream != v->jstream)
+			return 0;
+		ret = rec_apply_unmap(rv, rs);
+		if (ret == -EBADMSG || ret == -EIO) {
+			za_log_warn("recovery: unreadable unmap record at "
+				    "group %llu position %llu: skipped",
+				    (unsigned long long)rs->group_id,
+				    (unsigned long long)rs->group_pos);
+			rv->skipped++;
+			return 0;
+		}
+		return ret;
+	}
+	lv = live_get(v, rs->group_id, true);
+	for (b = 0; b < rs->nr_blocks && b < l->data_blocks; b = e) {
+		struct za_map_loc loc = { .kind = kind, .group = rs->group_id };
+		uint64_t lba = rs->lbas[b];
+
+		e = b + 1;
+		/* LBAs come from a drive: only what fits the volume counts. */
+		if (lba == ZA_STRIPE_LBA_NONE || lba >= v->size_blocks)
+			continue;
+		while (e < rs->nr_blocks && e < l->data_blocks &&
+		       rs->lbas[e] == rs->lbas[e - 1] + 1 &&
+		       rs->lbas[e] < v->size_blocks)
+			e++;
+		loc.pos = rs->group_pos * l->data_blocks + b;
+		ret = za_map_set(v->map, lba, e - b, &loc, on_dead, v);
+		if (ret)
+			return ret;
+		if (lv)
+			lv->blocks += e - b;
+	}
+	rv->stripes++;
+	return 0;
+}
+
+int za_volume_recover(struct za_volume *v)
+{
+	struct rec_vol rv = { .v = v };
+	int ret;
+
+	if (posix_memalign((void **)&rv.blk, 4096, 4096))
+		return -ENOMEM;
+	ret = za_engine_recover(v->eng, rec_apply, &rv);
+	free(rv.blk);
+	if (!ret)
+		za_log_info("volume: recovered %llu stripes and %llu unmap "
+			    "records; %llu extents mapped",
+			    (unsigned long long)rv.stripes,
+			    (unsigned long long)rv.unmaps,
+			    (unsigned long long)za_map_extents(v->map));
+	return ret;
 }
 
 /* ---- stats and synchronous wrappers ---- */

@@ -13,8 +13,8 @@
  * (map.h) says where every block is: in a buffer, a data group or a
  * journal group.
  *
- * Not here yet (issue "volume", continued): checkpoints and crash
- * recovery, garbage collection, persisting zeroed ranges.
+ * Crash recovery replays every stripe on the drives (za_volume_recover);
+ * not here yet: checkpoints that bound that replay, garbage collection.
  * Everything runs on the loop thread.
  */
 #ifndef ZA_VOLUME_H
@@ -48,6 +48,13 @@ struct za_vol_req {
 /* Adds the journal stream to @eng. Returns 0 or -errno. */
 int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 		  struct za_volume **out);
+/*
+ * Rebuild the map from the drives (za_engine_recover(): every stripe
+ * replayed in sequence order, unmap records included) on a volume just
+ * created over an engine that has not written anything yet. Synchronous.
+ * Returns 0 or -errno.
+ */
+int za_volume_recover(struct za_volume *v);
 /* Nothing may be in flight (za_volume_busy). */
 void za_volume_free(struct za_volume *v);
 bool za_volume_busy(const struct za_volume *v);

@@ -7,7 +7,10 @@ ZA_BUILD_PKGS="build-essential autoconf automake libtool pkg-config
 libisal-dev liburing-dev libzbd-dev libprotobuf-c-dev protobuf-c-compiler
 libev-dev check clang-format python3"
 # Tests: zone tools, and the guest for real zoned drives.
-ZA_TEST_PKGS="zbd-utils util-linux"
+# NBD clients (nbdinfo, nbdcopy, nbdfuse), qemu-io, fio with its nbd engine,
+# nbdkit (the reference peer), mkfs/fsck.
+ZA_TEST_PKGS="zbd-utils util-linux python3 libnbd-bin qemu-utils fio nbdkit
+e2fsprogs"
 ZA_VM_PKGS="qemu-system-x86 busybox-static cpio kmod"
 
 za_missing_pkgs() {

@@ -340,6 +340,17 @@ START_TEST(test_volume_size)
 					     back),
 			 0);
 	ck_assert(!memcmp(buf, back, 1 << 20));
+	/* Stopped and assembled again: the volume is recovered from the
+	 * drives, 2 of them missing (p = 2). */
+	ck_assert_int_eq(za_array_stop(a), 0);
+	ck_assert_msg(za_array_assemble(io, "vol", &pp[2], 4, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	memset(back, 0, 1 << 20);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 4096,
+					     1 << 20, back),
+			 0);
+	ck_assert(!memcmp(buf, back, 1 << 20));
 	free(buf);
 	free(back);
 	ck_assert_int_eq(za_array_destroy(a), 0);
