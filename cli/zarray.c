@@ -4,6 +4,8 @@
  * the commands. Commands that act on arrays talk to zarrayd over its
  * control socket; the local ones (zones, emu) open drives directly.
  */
+#include "config.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,7 +118,12 @@ int main(int argc, char **argv)
 			int sub_argc = argc - optind;
 			char **sub_argv = argv + optind;
 
-			optind = 1;
+			/*
+			 * 0, not 1: glibc then starts afresh, forgetting the
+			 * "+" (stop at the first operand) used above, so a
+			 * command's options may follow its operands.
+			 */
+			optind = 0;
 			return commands[i].fn(&cli, sub_argc, sub_argv);
 		}
 	}

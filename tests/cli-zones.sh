@@ -51,3 +51,16 @@ assert d["model"] == "hm-smr" and d["zone_size_bytes"] == 256 << 20
 assert d["nr_conv_zones"] == 1 and d["zones"][0]["type"] == "cnv"
 assert d["zones"][0]["cond"] == "not-wp" and d["native_append"] is False'
 pass "hm-smr defaults: 256 MiB zones, one conventional zone"
+
+# Regression: options after the operand were ignored (the global parser's
+# "stop at the first operand" mode leaked into the commands), and -V
+# printed "?" for the version.
+"$ZARRAY" zones "$SCRATCH/smr.img" --json | python3 -c '
+import json, sys
+assert json.load(sys.stdin)["model"] == "hm-smr"'
+"$ZARRAY" emu create "$SCRATCH/late.img" --size 512M >/dev/null
+[ "$("$ZARRAY" zones --json "$SCRATCH/late.img" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity_bytes"])')" = $((512 << 20)) ] ||
+	fail "emu create PATH --size: size ignored"
+"$ZARRAY" -V | grep -q '^zarray [0-9]' || fail "-V: $("$ZARRAY" -V)"
+pass "options after operands; -V prints the version"
