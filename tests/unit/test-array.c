@@ -347,8 +347,8 @@ START_TEST(test_volume_size)
 					sizeof(err)) == 0,
 		      "%s", err);
 	memset(back, 0, 1 << 20);
-	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 4096,
-					     1 << 20, back),
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 4096, 1 << 20,
+					     back),
 			 0);
 	ck_assert(!memcmp(buf, back, 1 << 20));
 	free(buf);

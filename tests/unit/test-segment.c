@@ -802,6 +802,7 @@ START_TEST(test_header_codec)
 	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
 	h.group_idx = 1;
 	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
 	ck_assert_uint_eq(d.blk_crc[63], 0x1000u + 63);
 	/* Any flipped bit is refused. */
 	for (i = 0; i < 4096 * 8; i += 7) {
