@@ -239,14 +239,11 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	return za_engine_new(a->io, &prm, &a->eng);
 }
 
-/* Default volume size: usable capacity minus a reserve that garbage
- * collection and the journal need to make progress when the volume is
- * full (15%). */
+/* Default volume size: usable capacity minus the reserve garbage
+ * collection needs to make progress when the volume is full. */
 static uint64_t default_volume_bytes(const struct za_engine *e)
 {
-	uint64_t blocks = za_engine_data_capacity_blocks(e);
-
-	return blocks * 85 / 100 * 4096;
+	return za_volume_default_size(e);
 }
 
 static int volume_start(struct za_array *a)

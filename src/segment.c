@@ -124,7 +124,20 @@ struct group {
 	bool taking;
 	struct za_segment **segs;
 	struct group *hnext;
+	unsigned readers; /* reads in flight */
+	/* release (garbage collection) */
+	bool releasing;
+	unsigned rel_pending;
+	int rel_result;
+	struct za_dev_req *rel_reqs;
+	unsigned rel_nreqs;
+	struct za_io_defer rel_defer;
+	struct za_engine *eng;
+	void (*rel_done)(void *priv, int result);
+	void *rel_priv;
 };
+
+static void group_release_start(struct za_engine *e, struct group *grp);
 
 struct stream {
 	unsigned id;
@@ -158,6 +171,7 @@ struct za_engine {
 	unsigned inflight; /* stripes being written */
 	unsigned fin_pending; /* FINISH requests in flight */
 	unsigned reads; /* reads in flight */
+	unsigned rel_pending; /* group releases not finished */
 	struct za_engine_stats st;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
@@ -444,7 +458,7 @@ bool za_engine_busy(const struct za_engine *e)
 	for (i = 0; i < e->nr_streams; i++)
 		if (e->streams[i].pend_head)
 			return true;
-	return e->inflight || e->fin_pending || e->reads;
+	return e->inflight || e->fin_pending || e->reads || e->rel_pending;
 }
 
 const struct za_stripe_layout *za_engine_layout(const struct za_engine *e)
@@ -547,6 +561,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		return NULL;
 	}
 	grp->id = e->next_group_id++;
+	grp->eng = e;
 	grp->st = st;
 	grp->w = nseg;
 	grp->taking = true;
@@ -1246,12 +1261,22 @@ static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
 	return true;
 }
 
+static void read_unpin(struct za_read *r)
+{
+	struct group *grp = r->grp;
+
+	r->eng->reads--;
+	r->grp = NULL;
+	if (grp && --grp->readers == 0 && grp->releasing && !grp->rel_reqs)
+		group_release_start(r->eng, grp);
+}
+
 static void read_put(struct za_read *r, int err)
 {
 	if (err && !r->result)
 		r->result = err;
 	if (--r->pending == 0) {
-		r->eng->reads--;
+		read_unpin(r);
 		r->done(r, r->result);
 	}
 }
@@ -1365,7 +1390,7 @@ static void read_fail_later(struct za_io_defer *d)
 	struct za_read *r =
 		(struct za_read *)((char *)d - offsetof(struct za_read, defer));
 
-	r->eng->reads--;
+	read_unpin(r);
 	r->done(r, r->result);
 }
 
@@ -1379,8 +1404,9 @@ void za_engine_read(struct za_engine *e, struct za_read *r)
 	r->result = 0;
 	r->repaired_blocks = 0;
 	r->pending = 1;
+	r->grp = NULL;
 	e->reads++;
-	if (!grp)
+	if (!grp || grp->releasing)
 		r->result = -ENOENT;
 	else if (!r->nr_blocks || r->gpos > UINT64_MAX - r->nr_blocks ||
 		 end > grp->next_pos * l->data_blocks)
@@ -1391,6 +1417,8 @@ void za_engine_read(struct za_engine *e, struct za_read *r)
 		return;
 	}
 	e->st.blocks_read += r->nr_blocks;
+	r->grp = grp;
+	grp->readers++;
 	for (d = r->gpos; d < end;) {
 		uint64_t j = d / l->data_blocks;
 		uint64_t s_end = (j + 1) * l->data_blocks;
@@ -1593,8 +1621,13 @@ int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
 	info->nr_stripes = grp->nr_stripes;
 	info->next_pos = grp->next_pos;
 	info->taking = grp->taking;
-	for (j = 0; j < grp->w; j++)
+	info->busy = grp->releasing;
+	for (j = 0; j < grp->w; j++) {
 		info->seg_ids[j] = grp->segs[j] ? grp->segs[j]->id : 0;
+		if (grp->segs[j] &&
+		    (grp->segs[j]->inflight || grp->segs[j]->fin_pending))
+			info->busy = true;
+	}
 	return 0;
 }
 
@@ -1627,10 +1660,9 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 			st->free_zones += e->m[i].free_zones;
 }
 
-uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
+static uint64_t min_zone_cap(const struct za_engine *e)
 {
-	const struct za_stripe_layout *l = &e->streams[0].l;
-	uint64_t slots = 0;
+	uint64_t min = UINT64_MAX;
 	unsigned i;
 	uint32_t z;
 
@@ -1640,10 +1672,86 @@ uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
 		if (!writable(m))
 			continue;
 		for (z = 0; z < m->nr_zones; z++)
-			if (m->zkind[z] == Z_FREE)
-				slots += m->zcap[z] / l->slot_bytes;
+			if ((m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED) &&
+			    m->zcap[z] < min)
+				min = m->zcap[z];
 	}
-	return slots / l->width * l->data_blocks;
+	return min == UINT64_MAX ? 0 : min;
+}
+
+/*
+ * How many segments of @width distinct members can be cut from per-member
+ * zone counts @cnt: the largest s with sum(min(cnt_i, s)) >= s * width
+ * (each member gives at most one zone per segment).
+ */
+static uint64_t segs_from(const uint64_t *cnt, unsigned n, unsigned width)
+{
+	uint64_t lo = 0, hi = 0, sum, mid;
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		hi += cnt[i];
+	hi = hi / width + 1;
+	while (lo + 1 < hi) {
+		mid = lo + (hi - lo) / 2;
+		for (sum = 0, i = 0; i < n; i++)
+			sum += cnt[i] < mid ? cnt[i] : mid;
+		if (sum >= mid * width)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
+{
+	const struct za_stripe_layout *l = &e->streams[0].l;
+	uint64_t *fc, *tc;
+	unsigned i, n = 0, w = nr_writable(e);
+	uint32_t z;
+
+	memset(sp, 0, sizeof(*sp));
+	fc = calloc(e->nr_members, sizeof(*fc));
+	tc = calloc(e->nr_members, sizeof(*tc));
+	if (!fc || !tc)
+		goto out;
+	for (i = 0; i < e->nr_members; i++) {
+		const struct member *m = &e->m[i];
+
+		if (!writable(m))
+			continue;
+		fc[n] = m->free_zones;
+		for (z = 0; z < m->nr_zones; z++)
+			tc[n] += m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED;
+		sp->free_zones += fc[n];
+		sp->total_zones += tc[n];
+		n++;
+	}
+	sp->free_segs = segs_from(fc, n, l->width);
+	sp->total_segs = segs_from(tc, n, l->width);
+	for (i = 0; i < e->nr_streams; i++) {
+		const struct stream *st = &e->streams[i];
+		unsigned segs = w / st->l.width;
+
+		if (st->max_segs && segs > st->max_segs)
+			segs = st->max_segs;
+		/* Other streams' segments, counted as whole data segments. */
+		sp->write_set_segs += i == 0 ? segs : segs ? 1 : 0;
+	}
+	sp->data_blocks_per_seg =
+		min_zone_cap(e) / l->slot_bytes * l->data_blocks;
+out:
+	free(fc);
+	free(tc);
+}
+
+uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(e, &sp);
+	return sp.free_segs * sp.data_blocks_per_seg;
 }
 
 /* ---- crash recovery ---- */
@@ -1708,6 +1816,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 			return NULL;
 		}
 		grp->id = h->group_id;
+		grp->eng = e;
 		grp->st = st;
 		grp->w = h->group_w;
 		grp->nr_stripes = h->group_stripes;
@@ -1930,7 +2039,8 @@ int za_engine_recover(struct za_engine *e,
 	if (ret)
 		goto out;
 	/* One record per stripe: merge the columns found. */
-	qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
+	if (rc.nr) /* qsort(NULL, 0) is undefined */
+		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
 	for (i = 0, o = 0; i < rc.nr; i++) {
 		if (o && rc.st[o - 1].seg_id == rc.st[i].seg_id &&
 		    rc.st[o - 1].stripe_idx == rc.st[i].stripe_idx) {
@@ -1964,7 +2074,8 @@ int za_engine_recover(struct za_engine *e,
 		goto out;
 	}
 	/* Pass 2, in the order things were written. */
-	qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
+	if (rc.nr)
+		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
 	for (i = 0; i < rc.nr && !ret; i++) {
 		const struct rec_stripe *r = &rc.st[i];
 		struct za_recovered_stripe rs = { 0 };
@@ -2063,4 +2174,194 @@ out:
 	free(rc.st);
 	free(rc.blk);
 	return ret;
+}
+
+/* ---- releasing groups (garbage collection) ---- */
+
+static void group_unlink_free(struct za_engine *e, struct group *grp)
+{
+	struct group **gp = &e->ghash[grp->id % SEG_HASH];
+	unsigned j;
+
+	for (j = 0; j < grp->w; j++) {
+		struct za_segment *g = grp->segs[j], **sp;
+
+		if (!g)
+			continue;
+		sp = &e->hash[g->id % SEG_HASH];
+		while (*sp != g)
+			sp = &(*sp)->hnext;
+		*sp = g->hnext;
+		free(g->fin);
+		free(g);
+	}
+	while (*gp != grp)
+		gp = &(*gp)->hnext;
+	*gp = grp->hnext;
+	free(grp->segs);
+	free(grp->rel_reqs);
+	free(grp);
+}
+
+/* Every reset answered: the zones that reset are free again. */
+static void release_finish(struct group *grp)
+{
+	struct za_engine *e = grp->eng;
+	void (*done)(void *priv, int result) = grp->rel_done;
+	void *priv = grp->rel_priv;
+	int result = grp->rel_result;
+	unsigned j, c, i = 0;
+
+	for (j = 0; j < grp->w && grp->rel_reqs; j++) {
+		struct za_segment *g = grp->segs[j];
+
+		if (!g)
+			continue;
+		for (c = 0; c < g->st->l.width; c++, i++) {
+			struct member *m = &e->m[g->member[c]];
+			struct za_dev_req *r = &grp->rel_reqs[i];
+
+			if (!r->op)
+				continue; /* member gone: its zone stays used */
+			if (!r->result && m->zkind[g->zone[c]] == Z_USED) {
+				m->zkind[g->zone[c]] = Z_FREE;
+				m->free_zones++;
+			} else if (r->result) {
+				m->zkind[g->zone[c]] = Z_BAD;
+			}
+		}
+	}
+	e->rel_pending--;
+	group_unlink_free(e, grp);
+	if (done)
+		done(priv, result);
+}
+
+static void release_reset_done(struct za_dev_req *req)
+{
+	struct group *grp = req->priv;
+
+	if (req->result && !grp->rel_result) {
+		grp->rel_result = req->result;
+		za_log_err("%s: zone at %llu: reset failed: %s", req->dev->path,
+			   (unsigned long long)req->off_bytes,
+			   strerror(-req->result));
+	}
+	if (--grp->rel_pending == 0)
+		release_finish(grp);
+}
+
+static void release_none(struct za_io_defer *d)
+{
+	struct group *grp =
+		(struct group *)((char *)d - offsetof(struct group, rel_defer));
+
+	release_finish(grp);
+}
+
+static void group_release_start(struct za_engine *e, struct group *grp)
+{
+	unsigned j, c, n = 0, i = 0;
+
+	for (j = 0; j < grp->w; j++)
+		if (grp->segs[j])
+			n += grp->segs[j]->st->l.width;
+	grp->rel_reqs = calloc(n ? n : 1, sizeof(*grp->rel_reqs));
+	if (!grp->rel_reqs)
+		grp->rel_result = -ENOMEM;
+	grp->rel_nreqs = n;
+	grp->rel_pending = 0;
+	for (j = 0; j < grp->w && grp->rel_reqs; j++) {
+		struct za_segment *g = grp->segs[j];
+
+		if (!g)
+			continue;
+		for (c = 0; c < g->st->l.width; c++, i++) {
+			struct member *m = &e->m[g->member[c]];
+
+			if (!writable(m))
+				continue;
+			grp->rel_reqs[i].op = ZA_DEV_OP_RESET;
+			grp->rel_reqs[i].off_bytes =
+				(uint64_t)g->zone[c] * m->zone_bytes;
+			grp->rel_reqs[i].done = release_reset_done;
+			grp->rel_reqs[i].priv = grp;
+			grp->rel_pending++;
+		}
+	}
+	if (!grp->rel_pending) {
+		/* Nothing to reset: still answer on the loop, never inline. */
+		grp->rel_defer.fn = release_none;
+		za_io_defer(e->io, &grp->rel_defer);
+		return;
+	}
+	/* Submit only now: a completion must not see a partial count. */
+	for (i = 0; i < n; i++) {
+		struct za_dev_req *r = &grp->rel_reqs[i];
+		unsigned mi = 0, k2 = 0;
+
+		if (!r->op)
+			continue;
+		for (j = 0; j < grp->w; j++) {
+			struct za_segment *g = grp->segs[j];
+
+			if (!g)
+				continue;
+			if (i < k2 + g->st->l.width) {
+				mi = g->member[i - k2];
+				break;
+			}
+			k2 += g->st->l.width;
+		}
+		za_dev_submit(e->m[mi].dev, r);
+	}
+}
+
+int za_engine_group_release(struct za_engine *e, uint64_t group_id,
+			    void (*done)(void *priv, int result), void *priv)
+{
+	struct group *grp = group_find(e, group_id);
+	unsigned j;
+
+	if (!grp)
+		return -ENOENT;
+	if (grp->taking || grp->releasing || grp == grp->st->cur)
+		return -EBUSY;
+	for (j = 0; j < grp->w; j++)
+		if (grp->segs[j] &&
+		    (grp->segs[j]->inflight || grp->segs[j]->fin_pending))
+			return -EBUSY;
+	grp->releasing = true;
+	grp->rel_done = done;
+	grp->rel_priv = priv;
+	e->rel_pending++;
+	if (!grp->readers)
+		group_release_start(e, grp);
+	return 0;
+}
+
+uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
+					 uint64_t group_id)
+{
+	const struct group *grp = group_find(e, group_id);
+
+	return grp ? (uint64_t)grp->w * grp->nr_stripes *
+			       grp->st->l.data_blocks :
+		     0;
+}
+
+unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
+			  unsigned max)
+{
+	unsigned i, n = 0;
+	const struct group *g;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->ghash[i]; g; g = g->hnext)
+			if (!g->releasing) {
+				if (n < max)
+					ids[n] = g->id;
+				n++;
+			}
+	return n;
 }

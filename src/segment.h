@@ -186,6 +186,7 @@ struct za_read {
 	/* private */
 	struct za_engine *eng;
 	struct za_io_defer defer;
+	void *grp; /* pinned against release while the read runs */
 	unsigned pending;
 	int result;
 };
@@ -242,6 +243,7 @@ struct za_group_info {
 	uint32_t nr_stripes; /* per segment */
 	uint64_t next_pos; /* stripes handed out */
 	bool taking;
+	bool busy; /* stripes or zone finishes in flight */
 	uint64_t seg_ids[ZA_SB_MAX_MEMBERS];
 };
 int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
@@ -253,9 +255,41 @@ int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
 
 /*
  * Data blocks the free zones of the writable members can hold in data
- * stripes (an upper bound: journal and group rounding take some).
+ * stripes, counting every zone at the smallest zone capacity (a group is
+ * as long as its shortest zone): a floor, not an upper bound.
  */
 uint64_t za_engine_data_capacity_blocks(const struct za_engine *e);
+
+/* Zone accounting for space management (garbage collection). */
+struct za_engine_space {
+	uint64_t free_zones; /* free data zones of writable members */
+	uint64_t total_zones; /* free + used data zones of writable members */
+	/*
+	 * In data-stream segments (k+p zones on distinct members): how many
+	 * could still be opened from the free zones, how many the members
+	 * hold in all, and how many one write set of every stream takes.
+	 */
+	uint64_t free_segs, total_segs, write_set_segs;
+	uint64_t data_blocks_per_seg; /* data stream, shortest zone */
+};
+void za_engine_space(const struct za_engine *e, struct za_engine_space *sp);
+
+/*
+ * Give a group's zones back (garbage collection has moved its live data):
+ * once no read of it is running, every zone of its segments is reset and
+ * becomes free. The group must not be taking stripes nor have any in
+ * flight (-EBUSY), and must exist (-ENOENT). @done runs later, on the
+ * loop, with 0 or the first reset error (zones that failed to reset are
+ * kept out of use). Returns 0 when the release has started.
+ */
+int za_engine_group_release(struct za_engine *e, uint64_t group_id,
+			    void (*done)(void *priv, int result), void *priv);
+/* Data blocks a group holds when every stripe is written. */
+uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
+					 uint64_t group_id);
+/* Ids of the groups that exist (sealed or taking), up to @max. */
+unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
+			  unsigned max);
 
 /* ---- crash recovery ---- */
 

@@ -62,14 +62,39 @@ struct vbuf {
 	uint32_t nr; /* blocks filled */
 	uint8_t kind; /* enum za_stripe_kind */
 	bool failed;
+	uint64_t ulba, un; /* unmap records: the range */
 	struct epoch *ep;
 	struct vbuf *hnext;
+};
+
+struct urange {
+	uint64_t lba, n;
 };
 
 struct live {
 	uint64_t group;
 	uint64_t blocks;
+	struct urange *unmaps; /* unmap records this (journal) group holds */
+	unsigned nr_unmaps, cap_unmaps;
+	bool stuck; /* garbage collection could not move its data */
 	struct live *next;
+};
+
+/* Garbage collection: one victim group at a time. */
+struct gc_ext {
+	uint64_t lba, n, pos;
+};
+
+struct gc {
+	bool active;
+	uint64_t victim;
+	uint8_t kind; /* ZA_MAP_DATA or ZA_MAP_JOURNAL */
+	struct gc_ext *ext;
+	size_t nr_ext, cap_ext, next_ext;
+	uint64_t next_off; /* blocks of ext[next_ext] already read */
+	unsigned reads;
+	int error;
+	struct za_vol_req flush;
 };
 
 struct eflush {
@@ -93,7 +118,14 @@ struct za_volume {
 	unsigned reads; /* reads in flight */
 	int error; /* sticky: a stripe could not be made durable */
 	struct za_volume_stats st;
+	struct gc gc;
+	/* writes held back while free space is critically low */
+	struct za_vol_req *stalled_head, *stalled_tail;
+	bool critical; /* free space below the user-write floor */
 };
+
+static void gc_kick(struct za_volume *v);
+static void write_now(struct za_volume *v, struct za_vol_req *r);
 
 /* ---- live counters (per group, for garbage collection) ---- */
 
@@ -116,6 +148,30 @@ static struct live *live_get(struct za_volume *v, uint64_t group, bool make)
 }
 
 static struct vbuf *vbuf_find(struct za_volume *v, uint64_t id);
+
+/* Remember that journal group @group holds an unmap record of a range. */
+static void live_add_unmap(struct za_volume *v, uint64_t group, uint64_t lba,
+			   uint64_t n)
+{
+	struct live *l = live_get(v, group, true);
+
+	if (!l)
+		return;
+	if (l->nr_unmaps == l->cap_unmaps) {
+		unsigned cap = l->cap_unmaps ? 2 * l->cap_unmaps : 4;
+		struct urange *u = realloc(l->unmaps, cap * sizeof(*u));
+
+		if (!u) {
+			/* Without the list GC must never drop this group. */
+			l->stuck = true;
+			return;
+		}
+		l->unmaps = u;
+		l->cap_unmaps = cap;
+	}
+	l->unmaps[l->nr_unmaps].lba = lba;
+	l->unmaps[l->nr_unmaps++].n = n;
+}
 
 static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 {
@@ -211,6 +267,9 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 		struct live *lv = live_get(v, s->group_id, true);
 		bool stuck = false;
 
+		if (b->kind == ZA_STRIPE_META)
+			live_add_unmap(v, s->group_id, b->ulba, b->un);
+
 		/* Move each run of consecutive LBAs in one map operation. */
 		for (i = 0; i < b->nr; i = j) {
 			struct za_map_loc from = { .kind = ZA_MAP_BUFFER,
@@ -244,6 +303,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 	}
 	ep->inflight--;
 	progress(v);
+	gc_kick(v);
 }
 
 static void vbuf_submit(struct za_volume *v, struct vbuf *b)
@@ -318,7 +378,7 @@ bool za_volume_busy(const struct za_volume *v)
 	for (ep = v->ep_head; ep; ep = ep->next)
 		if (ep->inflight || ep->waiters)
 			return true;
-	return v->reads || v->eflushes;
+	return v->reads || v->eflushes || v->gc.active || v->stalled_head;
 }
 
 void za_volume_free(struct za_volume *v)
@@ -336,6 +396,7 @@ void za_volume_free(struct za_volume *v)
 			struct live *l = v->lhash[i];
 
 			v->lhash[i] = l->next;
+			free(l->unmaps);
 			free(l);
 		}
 	while (v->ep_head) {
@@ -344,6 +405,7 @@ void za_volume_free(struct za_volume *v)
 		v->ep_head = ep->next;
 		free(ep);
 	}
+	free(v->gc.ext);
 	za_map_free(v->map);
 	free(v);
 }
@@ -431,7 +493,7 @@ static void progress(struct za_volume *v)
 }
 
 /* Send the open buffer to the drives: journal or padded stripe. */
-static void seal_open_buffer(struct za_volume *v)
+static void seal_open_buffer(struct za_volume *v, bool force_stripe)
 {
 	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
 	struct vbuf *cur = v->cur;
@@ -445,7 +507,9 @@ static void seal_open_buffer(struct za_volume *v)
 	 * against a whole stripe with its headers. */
 	cost_journal = (uint64_t)cur->nr * 2 * (dl->p + 1);
 	cost_stripe = (uint64_t)dl->width * (dl->slot_bytes / 4096);
-	if (cost_journal >= cost_stripe) {
+	/* Garbage collection moving journal blocks must not journal them
+	 * again: it always writes stripes. */
+	if (force_stripe || cost_journal >= cost_stripe) {
 		vbuf_submit(v, cur);
 		return;
 	}
@@ -493,7 +557,7 @@ static void flush_enqueue(struct za_volume *v, struct za_vol_req *r)
 		return;
 	}
 	v->st.flushes++;
-	seal_open_buffer(v);
+	seal_open_buffer(v, r->internal);
 	r->next = v->ep_tail->waiters;
 	v->ep_tail->waiters = r;
 	v->ep_tail->next = ep;
@@ -509,12 +573,58 @@ void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
 
 /* ---- write ---- */
 
+/*
+ * Space is managed in zones (docs/design.md 8.4): garbage collection
+ * starts below gc_start free zones, user writes wait below the floor (one
+ * write set: what GC needs to move one victim), and the default volume
+ * size leaves a reserve above the start so that GC always finds dead
+ * space to reclaim.
+ */
+static uint64_t gc_start_segs(const struct za_engine_space *sp)
+{
+	uint64_t a = sp->total_segs / 10, b = 2 * sp->write_set_segs + 1;
+
+	return a > b ? a : b;
+}
+
+static bool space_critical(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(v->eng, &sp);
+	return sp.free_segs < sp.write_set_segs + 1;
+}
+
+uint64_t za_volume_default_size(const struct za_engine *e)
+{
+	struct za_engine_space sp;
+	uint64_t reserve, a, b;
+
+	za_engine_space(e, &sp);
+	a = sp.total_segs * 15 / 100;
+	b = 3 * sp.write_set_segs + 2;
+	reserve = a > b ? a : b;
+	if (sp.free_segs <= reserve)
+		return 0;
+	return (sp.free_segs - reserve) * sp.data_blocks_per_seg * 4096;
+}
+
+static void resume_stalled(struct za_volume *v)
+{
+	struct za_vol_req *r;
+
+	v->critical = space_critical(v);
+	while ((r = v->stalled_head) && (!v->critical || !v->gc.active)) {
+		v->stalled_head = r->next;
+		if (!v->stalled_head)
+			v->stalled_tail = NULL;
+		write_now(v, r);
+	}
+}
+
 void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		     uint64_t len, const void *buf, bool fua)
 {
-	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
-	const uint8_t *src = buf;
-	uint64_t lba = off / 4096, n = len / 4096;
 	int ret;
 
 	req_init(v, r);
@@ -523,6 +633,33 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		r->done(r, ret);
 		return;
 	}
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->fua = fua;
+	if (v->stalled_head || v->critical) {
+		gc_kick(v);
+		if (v->gc.active) {
+			v->st.writes_stalled++;
+			if (v->stalled_tail)
+				v->stalled_tail->next = r;
+			else
+				v->stalled_head = r;
+			v->stalled_tail = r;
+			return;
+		}
+	}
+	write_now(v, r);
+}
+
+static void write_now(struct za_volume *v, struct za_vol_req *r)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	const uint8_t *src = r->buf;
+	uint64_t lba = r->off / 4096, n = r->len / 4096;
+	int ret;
+
+	r->next = NULL;
 	while (n) {
 		struct za_map_loc loc = { .kind = ZA_MAP_BUFFER };
 		uint32_t take, i;
@@ -561,8 +698,8 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		n -= take;
 		src += (uint64_t)take * 4096;
 	}
-	v->st.user_write_bytes += len;
-	if (fua) {
+	v->st.user_write_bytes += r->len;
+	if (r->fua) {
 		flush_enqueue(v, r);
 		return;
 	}
@@ -600,6 +737,8 @@ static int unmap(struct za_volume *v, uint64_t lba, uint64_t n)
 	jb->s->lbas[0] = ZA_STRIPE_LBA_NONE;
 	jb->nr = 1;
 	jb->kind = ZA_STRIPE_META;
+	jb->ulba = lba;
+	jb->un = n;
 	vbuf_submit(v, jb);
 	return 0;
 }
@@ -722,6 +861,399 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	read_put(v, r, ret);
 }
 
+/* ---- garbage collection ---- */
+
+/*
+ * Big theory
+ * ----------
+ * Overwrites leave dead blocks in old groups; garbage collection gives
+ * their zones back. When free space falls below GC_START_PCT of the whole,
+ * it picks the sealed group with the best cost-benefit score,
+ * (1 - u) x age / (1 + u) (the LFS cleaner's rule: cold, mostly dead
+ * groups first), where u is the zones its live blocks would take in data
+ * stripes over the zones it holds - so journal groups, whose blocks take
+ * 2(p+1) device blocks each, are worth compacting even when all live -
+ * and then:
+ *
+ *   1. lists the map extents that point into it (the map is in memory);
+ *   2. reads them (verified, decoded if need be) and puts every block
+ *      that still maps there into the open data buffer, moving its map
+ *      entry (a block overwritten meanwhile is dropped: the move finds
+ *      the map changed);
+ *   3. writes a new unmap record for every range of the victim's unmap
+ *      records that still reads as zeros, so a crash cannot resurrect
+ *      older data those records suppressed;
+ *   4. flushes (always with a full stripe, never back into the journal)
+ *      so that the moved data is durable;
+ *   5. releases the victim: the engine resets its zones once no read of
+ *      it runs.
+ *
+ * Journal groups are victims like any other, which is how small synced
+ * writes end up in data stripes. User writes are held back while free
+ * space is below one write set, so the reserve the volume was sized with
+ * (15%, at least three write sets) always leaves GC room to work: a full volume under overwrite
+ * waits, it does not deadlock. A group whose data cannot be read (more
+ * than p losses) is marked stuck and never chosen again.
+ */
+#define GC_MAX_READS 4
+#define GC_READ_BLOCKS 256u
+
+struct gc_read {
+	struct za_read er;
+	struct za_volume *v;
+	uint64_t lba;
+	uint64_t pos;
+	uint8_t *buf;
+};
+
+static void gc_finish(struct za_volume *v, int err);
+
+static bool gc_needed(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(v->eng, &sp);
+	return sp.free_segs < gc_start_segs(&sp);
+}
+
+static int gc_collect(void *priv, uint64_t lba, uint64_t n,
+		      const struct za_map_loc *loc)
+{
+	struct za_volume *v = priv;
+	struct gc *gc = &v->gc;
+
+	if (!loc || loc->group != gc->victim || loc->kind != gc->kind)
+		return 0;
+	if (gc->nr_ext == gc->cap_ext) {
+		size_t cap = gc->cap_ext ? 2 * gc->cap_ext : 64;
+		struct gc_ext *e = realloc(gc->ext, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		gc->ext = e;
+		gc->cap_ext = cap;
+	}
+	gc->ext[gc->nr_ext].lba = lba;
+	gc->ext[gc->nr_ext].n = n;
+	gc->ext[gc->nr_ext++].pos = loc->pos;
+	return 0;
+}
+
+/* The best victim, or false if none is worth it. */
+static bool gc_choose(struct za_volume *v, uint64_t *victim, uint8_t *kind)
+{
+	static uint64_t ids[4096];
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	struct za_engine_space sp;
+	double best = 0;
+	uint64_t maxid = 0;
+	unsigned n, i;
+	bool found = false;
+
+	if (!gi)
+		return false;
+	n = za_engine_groups(v->eng, ids, 4096);
+	if (n > 4096)
+		n = 4096;
+	for (i = 0; i < n; i++)
+		if (ids[i] > maxid)
+			maxid = ids[i];
+	za_engine_space(v->eng, &sp);
+	for (i = 0; i < n; i++) {
+		struct live *l = live_get(v, ids[i], false);
+		uint64_t live_blocks = l ? l->blocks : 0;
+		double zones, live_zones, u, score;
+
+		if (za_engine_group_info(v->eng, ids[i], gi) || gi->taking ||
+		    gi->busy || (l && l->stuck))
+			continue;
+		if (gi->stream != ZA_STREAM_DATA && gi->stream != v->jstream)
+			continue;
+		zones = (double)gi->nr_segs *
+			za_engine_stream_layout(v->eng, gi->stream)->width;
+		/* Zones the live blocks would take in data segments. */
+		live_zones = sp.data_blocks_per_seg ?
+				     (double)live_blocks *
+					     za_engine_layout(v->eng)->width /
+					     (double)sp.data_blocks_per_seg :
+				     zones;
+		u = live_zones / zones;
+		if (u > 0.95)
+			continue; /* nothing to gain */
+		score = (1 - u) * (double)(maxid - ids[i] + 1) / (1 + u);
+		if (!found || score > best) {
+			best = score;
+			*victim = ids[i];
+			*kind = gi->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
+							       ZA_MAP_JOURNAL;
+			found = true;
+		}
+	}
+	free(gi);
+	return found;
+}
+
+/* Put one block read from the victim into the open buffer. */
+static int gc_put(struct za_volume *v, uint64_t lba, uint64_t pos,
+		  const uint8_t *data)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	struct za_map_loc from = { .kind = v->gc.kind,
+				   .group = v->gc.victim,
+				   .pos = pos };
+	struct za_map_loc to = { .kind = ZA_MAP_BUFFER };
+	struct live *l;
+	int64_t moved;
+	uint32_t b;
+
+	if (!v->cur) {
+		v->cur = vbuf_new(v, ZA_STREAM_DATA);
+		if (!v->cur)
+			return -ENOMEM;
+	}
+	b = v->cur->nr;
+	to.group = v->cur->id;
+	to.pos = b;
+	moved = za_map_move(v->map, lba, 1, &from, &to);
+	if (moved < 0)
+		return (int)moved;
+	if (!moved)
+		return 0; /* overwritten or unmapped since: dead */
+	memcpy(za_stripe_w_block(v->eng, v->cur->s, b), data, 4096);
+	v->cur->s->lbas[b] = lba;
+	v->cur->nr++;
+	v->st.gc_moved_blocks++;
+	l = live_get(v, v->gc.victim, false);
+	if (l && l->blocks)
+		l->blocks--;
+	if (v->cur->nr == dl->data_blocks) {
+		struct vbuf *full = v->cur;
+
+		v->cur = NULL;
+		vbuf_submit(v, full);
+	}
+	return 0;
+}
+
+static void gc_pump(struct za_volume *v);
+
+static void gc_read_done(struct za_read *er, int result)
+{
+	struct gc_read *gr = er->priv;
+	struct za_volume *v = gr->v;
+	uint32_t i;
+
+	v->gc.reads--;
+	if (result) {
+		za_log_err("gc: group %llu: data unreadable (%s); the group "
+			   "is kept",
+			   (unsigned long long)v->gc.victim, strerror(-result));
+		if (!v->gc.error)
+			v->gc.error = result;
+	}
+	for (i = 0; !result && i < er->nr_blocks; i++) {
+		int ret = gc_put(v, gr->lba + i, gr->pos + i,
+				 gr->buf + (size_t)i * 4096);
+
+		if (ret && !v->gc.error)
+			v->gc.error = ret;
+	}
+	free(gr->buf);
+	free(gr);
+	gc_pump(v);
+}
+
+struct holes {
+	struct urange *r;
+	size_t nr, cap;
+};
+
+static int collect_hole(void *priv, uint64_t lba, uint64_t n,
+			const struct za_map_loc *loc)
+{
+	struct holes *h = priv;
+
+	if (loc)
+		return 0;
+	if (h->nr == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 8;
+		struct urange *r = realloc(h->r, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		h->r = r;
+		h->cap = cap;
+	}
+	h->r[h->nr].lba = lba;
+	h->r[h->nr++].n = n;
+	return 0;
+}
+
+static int unmap(struct za_volume *v, uint64_t lba, uint64_t n);
+static void gc_flushed(struct za_vol_req *r, int result);
+static void gc_released(void *priv, int result);
+
+static void gc_pump(struct za_volume *v)
+{
+	struct gc *gc = &v->gc;
+	struct live *l;
+	unsigned i;
+
+	while (!gc->error && gc->next_ext < gc->nr_ext &&
+	       gc->reads < GC_MAX_READS) {
+		struct gc_ext *x = &gc->ext[gc->next_ext];
+		uint64_t n = x->n - gc->next_off;
+		struct gc_read *gr = calloc(1, sizeof(*gr));
+
+		if (n > GC_READ_BLOCKS)
+			n = GC_READ_BLOCKS;
+		if (!gr || posix_memalign((void **)&gr->buf, 4096, n * 4096)) {
+			free(gr);
+			gc->error = -ENOMEM;
+			break;
+		}
+		gr->v = v;
+		gr->lba = x->lba + gc->next_off;
+		gr->pos = x->pos + gc->next_off;
+		gr->er.group_id = gc->victim;
+		gr->er.gpos = gr->pos;
+		gr->er.nr_blocks = (uint32_t)n;
+		gr->er.buf = gr->buf;
+		gr->er.done = gc_read_done;
+		gr->er.priv = gr;
+		gc->next_off += n;
+		if (gc->next_off == x->n) {
+			gc->next_ext++;
+			gc->next_off = 0;
+		}
+		gc->reads++;
+		za_engine_read(v->eng, &gr->er);
+	}
+	if (gc->reads || (gc->next_ext < gc->nr_ext && !gc->error))
+		return;
+	if (gc->error) {
+		l = live_get(v, gc->victim, true);
+		if (l)
+			l->stuck = true;
+		gc_finish(v, gc->error);
+		return;
+	}
+	/* Everything moved: re-record the unmaps that still hold. */
+	l = live_get(v, gc->victim, false);
+	for (i = 0; l && !gc->error && i < l->nr_unmaps; i++) {
+		struct holes h = { 0 };
+		size_t k;
+		int ret;
+
+		ret = za_map_walk(v->map, l->unmaps[i].lba, l->unmaps[i].n,
+				  collect_hole, &h);
+		for (k = 0; !ret && k < h.nr; k++)
+			ret = unmap(v, h.r[k].lba, h.r[k].n);
+		free(h.r);
+		if (ret)
+			gc->error = ret;
+	}
+	if (gc->error) {
+		gc_finish(v, gc->error);
+		return;
+	}
+	gc->flush.done = gc_flushed;
+	gc->flush.priv = v;
+	req_init(v, &gc->flush);
+	gc->flush.internal = true;
+	flush_enqueue(v, &gc->flush);
+}
+
+static void gc_flushed(struct za_vol_req *r, int result)
+{
+	struct za_volume *v = r->priv;
+	int ret;
+
+	if (result) {
+		gc_finish(v, result);
+		return;
+	}
+	ret = za_engine_group_release(v->eng, v->gc.victim, gc_released, v);
+	if (ret)
+		gc_finish(v, ret);
+}
+
+static void gc_released(void *priv, int result)
+{
+	struct za_volume *v = priv;
+	struct live **lp = &v->lhash[v->gc.victim % LIVE_HASH], *l;
+
+	/* The group is gone: forget its counters and unmap list. */
+	for (; (l = *lp); lp = &l->next)
+		if (l->group == v->gc.victim) {
+			*lp = l->next;
+			free(l->unmaps);
+			free(l);
+			break;
+		}
+	if (!result)
+		v->st.gc_freed_groups++;
+	gc_finish(v, result);
+}
+
+static void gc_finish(struct za_volume *v, int err)
+{
+	if (err) {
+		struct live *l = live_get(v, v->gc.victim, true);
+
+		/* Never pick it again: a retry would fail the same way. */
+		if (l)
+			l->stuck = true;
+		za_log_warn("gc: group %llu: %s; it is kept",
+			    (unsigned long long)v->gc.victim, strerror(-err));
+	}
+	v->gc.active = false;
+	v->gc.nr_ext = 0;
+	resume_stalled(v);
+	gc_kick(v);
+}
+
+static void gc_kick(struct za_volume *v)
+{
+	struct gc *gc = &v->gc;
+
+	if (gc->active || v->error || !v->ep_head)
+		return;
+	v->critical = space_critical(v);
+	if (!gc_needed(v)) {
+		resume_stalled(v);
+		return;
+	}
+	if (!gc_choose(v, &gc->victim, &gc->kind)) {
+		resume_stalled(v);
+		return;
+	}
+	memset(&gc->flush, 0, sizeof(gc->flush));
+	gc->active = true;
+	gc->error = 0;
+	gc->nr_ext = 0;
+	gc->next_ext = 0;
+	gc->next_off = 0;
+	v->st.gc_runs++;
+	if (za_map_walk(v->map, 0, v->size_blocks, gc_collect, v)) {
+		gc->error = -ENOMEM;
+		gc_finish(v, gc->error);
+		return;
+	}
+	{
+		struct za_engine_space sp;
+
+		za_engine_space(v->eng, &sp);
+		za_log_debug("gc: group %llu: %zu extents to move; free %llu "
+			     "of %llu segments, write set %llu",
+			     (unsigned long long)gc->victim, gc->nr_ext,
+			     (unsigned long long)sp.free_segs,
+			     (unsigned long long)sp.total_segs,
+			     (unsigned long long)sp.write_set_segs);
+	}
+	gc_pump(v);
+}
+
 /* ---- crash recovery ---- */
 
 struct rec_vol {
@@ -749,6 +1281,7 @@ static int rec_apply_unmap(struct rec_vol *rv,
 	if (!n || lba >= v->size_blocks || n > v->size_blocks - lba)
 		return -EBADMSG;
 	rv->unmaps++;
+	live_add_unmap(v, rs->group_id, lba, n);
 	return za_map_clear(v->map, lba, n, on_dead, v);
 }
 

@@ -43,6 +43,10 @@ struct za_vol_req {
 	unsigned pending;
 	int result;
 	bool fua_flush; /* a FUA write whose data is buffered: now flush */
+	bool internal; /* garbage collection's own flush */
+	uint64_t off, len; /* a write held back until space is freed */
+	const void *buf;
+	bool fua;
 };
 
 /* Adds the journal stream to @eng. Returns 0 or -errno. */
@@ -55,6 +59,11 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
  * Returns 0 or -errno.
  */
 int za_volume_recover(struct za_volume *v);
+/*
+ * The volume size an engine's free space supports with the reserve
+ * garbage collection needs (15% of the zones, at least three write sets).
+ */
+uint64_t za_volume_default_size(const struct za_engine *e);
 /* Nothing may be in flight (za_volume_busy). */
 void za_volume_free(struct za_volume *v);
 bool za_volume_busy(const struct za_volume *v);
@@ -80,6 +89,7 @@ struct za_volume_stats {
 	uint64_t user_read_bytes, user_write_bytes;
 	uint64_t data_stripes, padded_stripes, journal_blocks;
 	uint64_t flushes;
+	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
 	uint64_t map_extents, map_bytes;
 	uint64_t buffers; /* stripe buffers alive (in memory only) */
 };

@@ -38,6 +38,8 @@ struct tvol {
 	uint8_t *model;
 	unsigned k, p;
 	struct za_uuid uuid;
+	uint64_t drive_bytes; /* 0: 64 MiB */
+	uint64_t vol_blocks; /* 0: VOL_BLOCKS; UINT64_MAX: 85% of capacity */
 };
 
 static void tvol_start(struct tvol *t, bool recover);
@@ -81,19 +83,23 @@ static uint64_t rnd(void)
 	return rng;
 }
 
+/* Failures are exercised on purpose: log only when ZA_TEST_LOG is set. */
 static void quiet(enum za_log_level lv, const char *msg)
 {
-	(void)lv;
-	(void)msg;
+	if (getenv("ZA_TEST_LOG"))
+		fprintf(stderr, "[%d] %s\n", (int)lv, msg);
 }
 
-static void tvol_make(struct tvol *t, unsigned k, unsigned p)
+static void tvol_make_sized(struct tvol *t, unsigned k, unsigned p,
+			    uint64_t drive_bytes, uint64_t vol_blocks)
 {
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct za_emu_params ep;
 	unsigned i;
 
 	memset(t, 0, sizeof(*t));
+	t->drive_bytes = drive_bytes;
+	t->vol_blocks = vol_blocks;
 	snprintf(t->dir, sizeof(t->dir), "%s/za-vol-XXXXXX", tmp);
 	ck_assert_ptr_nonnull(mkdtemp(t->dir));
 	ck_assert_int_eq(za_io_new(NULL, &t->io), 0);
@@ -103,7 +109,7 @@ static void tvol_make(struct tvol *t, unsigned k, unsigned p)
 		snprintf(path, sizeof(path), "%s/d%u", t->dir, i);
 		za_emu_params_default(&ep, i % 2 ? ZA_DEV_MODEL_ZNS :
 						   ZA_DEV_MODEL_HM_SMR);
-		ep.size_bytes = 64ull << 20;
+		ep.size_bytes = t->drive_bytes ? t->drive_bytes : 64ull << 20;
 		ep.zone_size_bytes = 2ull << 20;
 		ep.zone_cap_bytes = i % 2 ? (3ull << 19) : 0;
 		ep.nr_conv_zones = 0;
@@ -116,8 +122,13 @@ static void tvol_make(struct tvol *t, unsigned k, unsigned p)
 	t->p = p;
 	ck_assert_int_eq(za_uuid_gen(&t->uuid), 0);
 	tvol_start(t, false);
-	t->model = calloc(VOL_BLOCKS, 4096);
+	t->model = calloc(t->vol_blocks, 4096);
 	ck_assert_ptr_nonnull(t->model);
+}
+
+static void tvol_make(struct tvol *t, unsigned k, unsigned p)
+{
+	tvol_make_sized(t, k, p, 0, VOL_BLOCKS);
 }
 
 /* Engine and volume over the open drives; recover from them if asked. */
@@ -141,7 +152,9 @@ static void tvol_start(struct tvol *t, bool recover)
 	prm.next_seg_id = 1;
 	ck_assert_int_eq(za_engine_new(t->io, &prm, &t->e), 0);
 	vp.eng = t->e;
-	vp.size_bytes = (uint64_t)VOL_BLOCKS * 4096;
+	if (t->vol_blocks == UINT64_MAX)
+		t->vol_blocks = za_volume_default_size(t->e) / 4096;
+	vp.size_bytes = t->vol_blocks * 4096;
 	ck_assert_int_eq(za_volume_new(t->io, &vp, &t->v), 0);
 	if (recover)
 		ck_assert_int_eq(za_volume_recover(t->v), 0);
@@ -395,6 +408,54 @@ START_TEST(test_crash_recovery)
 }
 END_TEST
 
+/*
+ * Garbage collection: a volume at the default size (85% of the capacity),
+ * filled to 80%, overwritten three times over by random writes of 4 KiB
+ * to 64 KiB with some small synced writes and trims. Without GC the
+ * drives would fill long before; with it every block reads back, GC ran,
+ * moved blocks and freed groups, and it all survives a crash.
+ */
+START_TEST(test_gc_overwrite)
+{
+	struct tvol t;
+	struct za_volume_stats st;
+	uint64_t vb, lba, written = 0, fill;
+
+	rng = 4242;
+	tvol_make_sized(&t, 4, 2, 16ull << 20, UINT64_MAX);
+	vb = t.vol_blocks;
+	ck_assert_uint_gt(vb, 2000);
+	fill = vb * 80 / 100;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	while (written < 3 * fill) {
+		uint64_t n = 1 + rnd() % 16;
+		uint64_t a = rnd() % (fill - n);
+		unsigned what = (unsigned)(rnd() % 40);
+
+		if (what == 0) {
+			ck_assert_int_eq(unmap_sync(&t, a, n, true), 0);
+			memset(t.model + a * 4096, 0, n * 4096);
+		} else {
+			write_rand(&t, a, n, false);
+			if (what < 3)
+				ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+		}
+		written += n;
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	check_range(&t, 0, vb);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_gt(st.gc_runs, 0);
+	ck_assert_uint_gt(st.gc_freed_groups, 0);
+	ck_assert_uint_gt(st.gc_moved_blocks, 0);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	tvol_free(&t);
+}
+END_TEST
+
 START_TEST(test_small_sync_writes_use_journal)
 {
 	struct tvol t;
@@ -504,6 +565,16 @@ int main(void)
 	tcase_add_loop_test(tc, test_random_ops_against_model, 0, 3);
 	tcase_add_loop_test(tc, test_crash_recovery, 0, 4);
 	tcase_add_test(tc, test_small_sync_writes_use_journal);
+	tcase_add_test(tc, test_gc_overwrite);
+	if (getenv("ZA_TEST_ONLY_GC")) {
+		Suite *g = suite_create("gc");
+		TCase *gt = tcase_create("gc");
+
+		tcase_set_timeout(gt, 300);
+		tcase_add_test(gt, test_gc_overwrite);
+		suite_add_tcase(g, gt);
+		return trun(g);
+	}
 	tcase_add_test(tc, test_partial_buffer_padded_when_cheaper);
 	tcase_add_test(tc, test_flushed_data_survives_power_cut);
 	tcase_add_test(tc, test_sequential_fill_map_extents);
