@@ -162,6 +162,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "cannot create drive %s\n", paths[i]);
 			return 1;
 		}
+		/* Open files live on; nothing is left behind if we die. */
+		unlink(paths[i]);
 		states[i] = ZA_MEMBER_ONLINE;
 	}
 	prm.geom.k = (uint8_t)o.k;

@@ -239,13 +239,6 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	return za_engine_new(a->io, &prm, &a->eng);
 }
 
-/* Default volume size: usable capacity minus the reserve garbage
- * collection needs to make progress when the volume is full. */
-static uint64_t default_volume_bytes(const struct za_engine *e)
-{
-	return za_volume_default_size(e);
-}
-
 static int volume_start(struct za_array *a)
 {
 	struct za_volume_params vp = { 0 };
@@ -441,7 +434,7 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		goto err_free;
 	}
 	{
-		uint64_t usable = default_volume_bytes(a->eng);
+		uint64_t usable = za_volume_default_size(a->eng);
 
 		if (p->size_bytes > usable) {
 			seterr(err, errlen,
@@ -453,32 +446,30 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 			ret = -EINVAL;
 			goto err_clear;
 		}
-		if (!usable) {
-			seterr(err, errlen, "these drives are too small");
-			ret = -EINVAL;
-			goto err_clear;
-		}
-		if (!p->size_bytes) {
-			a->sb->volume_bytes = usable;
-			a->sb->generation++;
-			for (i = 0; i < n && !ret; i++) {
-				a->sb->member_uuid = a->sb->members[i].uuid;
-				a->sb->member_idx = i;
-				ret = za_sb_write(a->devs[i], a->sb);
-			}
-			if (ret) {
-				seterr(err, errlen,
-				       "%s: superblock write failed: %s",
-				       p->paths[i - 1], strerror(-ret));
-				goto err_clear;
-			}
-		}
 	}
 	ret = volume_start(a);
 	if (ret) {
-		seterr(err, errlen, "cannot start the volume: %s",
-		       strerror(-ret));
+		seterr(err, errlen,
+		       ret == -ENOSPC ? "these drives are too small for "
+					"%u+%u with the reserve garbage "
+					"collection needs" :
+					"cannot start the volume (%u+%u)",
+		       p->k, p->p);
 		goto err_clear;
+	}
+	if (!p->size_bytes) {
+		a->sb->volume_bytes = za_volume_size(a->vol);
+		a->sb->generation++;
+		for (i = 0; i < n && !ret; i++) {
+			a->sb->member_uuid = a->sb->members[i].uuid;
+			a->sb->member_idx = i;
+			ret = za_sb_write(a->devs[i], a->sb);
+		}
+		if (ret) {
+			seterr(err, errlen, "%s: superblock write failed: %s",
+			       p->paths[i - 1], strerror(-ret));
+			goto err_clear;
+		}
 	}
 	free(st);
 	za_log_info("array %s created: %u+%u over %u drives", p->name, p->k,

@@ -122,9 +122,12 @@ struct za_volume {
 	/* writes held back while free space is critically low */
 	struct za_vol_req *stalled_head, *stalled_tail;
 	bool critical; /* free space below the user-write floor */
+	unsigned data_inflight; /* data stripes submitted, not complete */
 };
 
 static void gc_kick(struct za_volume *v);
+static void resume_stalled(struct za_volume *v);
+static uint64_t default_size(const struct za_engine *e, unsigned extra_ws);
 static void write_now(struct za_volume *v, struct za_vol_req *r);
 
 /* ---- live counters (per group, for garbage collection) ---- */
@@ -251,12 +254,16 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 	const struct za_stripe_layout *l =
 		za_engine_stream_layout(v->eng, b->stream);
 	uint32_t i, j;
+	bool data = b->stream == ZA_STREAM_DATA;
 
 	if (result) {
-		za_log_err("volume: a %s stripe could not be written: %s; "
-			   "flushes will fail",
-			   b->stream == ZA_STREAM_DATA ? "data" : "journal",
-			   strerror(-result));
+		/* Logged once: every later stripe fails the same way. */
+		if (!v->error)
+			za_log_err("volume: a %s stripe could not be written: "
+				   "%s; flushes will fail",
+				   b->stream == ZA_STREAM_DATA ? "data" :
+								 "journal",
+				   strerror(-result));
 		if (!v->error)
 			v->error = result;
 		b->failed = true; /* kept: reads still see the data */
@@ -302,14 +309,19 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 			vbuf_release(b);
 	}
 	ep->inflight--;
+	if (data)
+		v->data_inflight--;
 	progress(v);
 	gc_kick(v);
+	resume_stalled(v);
 }
 
 static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 {
 	b->ep = v->ep_tail;
 	b->ep->inflight++;
+	if (b->stream == ZA_STREAM_DATA)
+		v->data_inflight++;
 	b->s->nr_blocks = b->nr;
 	b->s->kind = b->kind ? b->kind : ZA_STRIPE_DATA;
 	b->s->done = vbuf_done;
@@ -334,7 +346,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	struct za_volume *v;
 	int ret;
 
-	if (!p->size_bytes || p->size_bytes % 4096)
+	if (p->size_bytes % 4096)
 		return -EINVAL;
 	v = calloc(1, sizeof(*v));
 	if (!v)
@@ -353,6 +365,13 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	ret = za_engine_stream_add(p->eng, &jg, 1, &v->jstream);
 	if (ret)
 		goto err_free;
+	/* The default size counts the journal's write set: add it first. */
+	if (!p->size_bytes)
+		v->size_blocks = default_size(p->eng, 0) / 4096;
+	if (!v->size_blocks) {
+		ret = -ENOSPC;
+		goto err_free;
+	}
 	ret = za_map_new(&v->map);
 	if (ret)
 		goto err_free;
@@ -595,18 +614,36 @@ static bool space_critical(const struct za_volume *v)
 	return sp.free_segs < sp.write_set_segs + 1;
 }
 
-uint64_t za_volume_default_size(const struct za_engine *e)
+static uint64_t default_size(const struct za_engine *e, unsigned extra_ws)
 {
 	struct za_engine_space sp;
 	uint64_t reserve, a, b;
 
 	za_engine_space(e, &sp);
 	a = sp.total_segs * 15 / 100;
-	b = 3 * sp.write_set_segs + 2;
+	b = 3 * (sp.write_set_segs + extra_ws) + 2;
 	reserve = a > b ? a : b;
 	if (sp.free_segs <= reserve)
 		return 0;
 	return (sp.free_segs - reserve) * sp.data_blocks_per_seg * 4096;
+}
+
+uint64_t za_volume_default_size(const struct za_engine *e)
+{
+	return default_size(e, 1); /* the journal stream is not added yet */
+}
+
+/*
+ * Writes wait while GC works to get space back, and while too many data
+ * stripes are already on their way (backpressure: buffers are memory, and
+ * a writer faster than the drives must not queue without bound).
+ */
+#define MAX_DATA_INFLIGHT 32u
+
+static bool can_write(const struct za_volume *v)
+{
+	return !(v->critical && v->gc.active) &&
+	       v->data_inflight < MAX_DATA_INFLIGHT;
 }
 
 static void resume_stalled(struct za_volume *v)
@@ -614,7 +651,7 @@ static void resume_stalled(struct za_volume *v)
 	struct za_vol_req *r;
 
 	v->critical = space_critical(v);
-	while ((r = v->stalled_head) && (!v->critical || !v->gc.active)) {
+	while ((r = v->stalled_head) && can_write(v)) {
 		v->stalled_head = r->next;
 		if (!v->stalled_head)
 			v->stalled_tail = NULL;
@@ -637,9 +674,10 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	r->len = len;
 	r->buf = buf;
 	r->fua = fua;
-	if (v->stalled_head || v->critical) {
-		gc_kick(v);
-		if (v->gc.active) {
+	if (v->stalled_head || !can_write(v)) {
+		if (v->critical)
+			gc_kick(v);
+		if (v->stalled_head || !can_write(v)) {
 			v->st.writes_stalled++;
 			if (v->stalled_tail)
 				v->stalled_tail->next = r;
@@ -1169,6 +1207,8 @@ static void gc_flushed(struct za_vol_req *r, int result)
 	struct za_volume *v = r->priv;
 	int ret;
 
+	za_log_debug("gc: group %llu: moved data flushed (%d)",
+		     (unsigned long long)v->gc.victim, result);
 	if (result) {
 		gc_finish(v, result);
 		return;
@@ -1193,6 +1233,8 @@ static void gc_released(void *priv, int result)
 		}
 	if (!result)
 		v->st.gc_freed_groups++;
+	za_log_debug("gc: group %llu released (%d)",
+		     (unsigned long long)v->gc.victim, result);
 	gc_finish(v, result);
 }
 
@@ -1217,9 +1259,12 @@ static void gc_kick(struct za_volume *v)
 {
 	struct gc *gc = &v->gc;
 
-	if (gc->active || v->error || !v->ep_head)
+	if (v->error || !v->ep_head)
 		return;
+	/* Kept current even while GC runs: writes check it on entry. */
 	v->critical = space_critical(v);
+	if (gc->active)
+		return;
 	if (!gc_needed(v)) {
 		resume_stalled(v);
 		return;

@@ -30,7 +30,8 @@ struct za_volume;
 
 struct za_volume_params {
 	struct za_engine *eng;
-	uint64_t size_bytes; /* multiple of 4096 */
+	uint64_t size_bytes; /* multiple of 4096; 0: za_volume_default_size()
+			      * once the journal stream is added */
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -61,7 +62,8 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 int za_volume_recover(struct za_volume *v);
 /*
  * The volume size an engine's free space supports with the reserve
- * garbage collection needs (15% of the zones, at least three write sets).
+ * garbage collection needs (15% of the segments, at least three write
+ * sets with the journal's). For an engine the volume is not built on yet.
  */
 uint64_t za_volume_default_size(const struct za_engine *e);
 /* Nothing may be in flight (za_volume_busy). */

@@ -422,7 +422,7 @@ START_TEST(test_gc_overwrite)
 	uint64_t vb, lba, written = 0, fill;
 
 	rng = 4242;
-	tvol_make_sized(&t, 4, 2, 16ull << 20, UINT64_MAX);
+	tvol_make_sized(&t, 4, 2, 24ull << 20, UINT64_MAX);
 	vb = t.vol_blocks;
 	ck_assert_uint_gt(vb, 2000);
 	fill = vb * 80 / 100;

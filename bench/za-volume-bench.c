@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * za-volume-bench - the volume's space and memory figures on emulated
+ * drives (tmpfs by default), through the volume API without NBD:
+ *   P5  map memory after a sequential fill, per TiB of data;
+ *   P6  device bytes written per user byte: streaming (1 MiB writes),
+ *       a 4 KiB write + FLUSH loop, and random 4 KiB overwrites of a
+ *       volume kept 80% full (garbage collection included).
+ * Each figure is printed with its limit from the design brief and the
+ * ratio; nothing is asserted. bench/volume.sh runs it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dev-emu.h"
+#include "dev.h"
+#include "io.h"
+#include "log.h"
+#include "sb.h"
+#include "segment.h"
+#include "volume.h"
+
+struct bench {
+	unsigned n, k, p;
+	struct za_io *io;
+	struct za_dev **devs;
+	char (*paths)[512];
+	struct za_engine *e;
+	struct za_volume *v;
+};
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static uint64_t dev_bytes(const struct bench *b)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < b->n; i++)
+		sum += b->devs[i]->stats.write_bytes;
+	return sum;
+}
+
+static int bench_open(struct bench *b, const char *dir, uint64_t drive_bytes,
+		      uint64_t zone_bytes)
+{
+	struct za_engine_params prm = { 0 };
+	struct za_volume_params vp = { 0 };
+	struct za_emu_params ep;
+	uint8_t *states = calloc(b->n, 1);
+	unsigned i;
+
+	b->devs = calloc(b->n, sizeof(*b->devs));
+	b->paths = calloc(b->n, sizeof(*b->paths));
+	if (!states || !b->devs || !b->paths || za_io_new(NULL, &b->io))
+		return -ENOMEM;
+	for (i = 0; i < b->n; i++) {
+		snprintf(b->paths[i], sizeof(b->paths[i]), "%s/za-vb-%d-%03u",
+			 dir, (int)getpid(), i);
+		za_emu_params_default(&ep, ZA_DEV_MODEL_HM_SMR);
+		ep.size_bytes = drive_bytes;
+		ep.zone_size_bytes = zone_bytes;
+		ep.nr_conv_zones = 0;
+		ep.cache_bytes = 0;
+		if (za_emu_create(b->paths[i], &ep, true) ||
+		    za_dev_open(b->io, b->paths[i], 0, &b->devs[i]))
+			return -EIO;
+		/* Open files live on; nothing is left behind if we die. */
+		unlink(b->paths[i]);
+		states[i] = ZA_MEMBER_ONLINE;
+	}
+	prm.geom.k = (uint8_t)b->k;
+	prm.geom.p = (uint8_t)b->p;
+	prm.geom.matrix = ZA_EC_MATRIX_CAUCHY;
+	prm.geom.chunk_bytes = 65536;
+	prm.geom.stripe_rows = 4;
+	prm.geom.lblock_bytes = 4096;
+	prm.geom.hdr_bytes = 4096;
+	za_uuid_gen(&prm.array_uuid);
+	prm.nr_members = b->n;
+	prm.devs = b->devs;
+	prm.states = states;
+	prm.next_seq = 1;
+	prm.next_seg_id = 1;
+	if (za_engine_new(b->io, &prm, &b->e))
+		return -EINVAL;
+	vp.eng = b->e;
+	vp.size_bytes = za_volume_default_size(b->e);
+	free(states);
+	if (!vp.size_bytes)
+		return -ENOSPC;
+	return za_volume_new(b->io, &vp, &b->v);
+}
+
+static void bench_close(struct bench *b)
+{
+	unsigned i;
+
+	while (za_volume_busy(b->v) || za_engine_busy(b->e))
+		za_io_run_once(b->io);
+	za_volume_free(b->v);
+	za_engine_free(b->e);
+	for (i = 0; i < b->n; i++) {
+		za_dev_close(b->devs[i]);
+		unlink(b->paths[i]);
+	}
+	free(b->devs);
+	free(b->paths);
+	za_io_free(b->io);
+}
+
+static void fill_rand(uint8_t *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		((uint64_t *)buf)[i] = rnd();
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "drives", required_argument, NULL, 'n' },
+		{ "drive-mib", required_argument, NULL, 'd' },
+		{ "zone-mib", required_argument, NULL, 'z' },
+		{ "dir", required_argument, NULL, 'D' },
+		{ "sync-ops", required_argument, NULL, 's' },
+		{ "overwrite", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bench b = { .n = 12, .k = 10, .p = 2 };
+	const char *dir = "/dev/shm";
+	uint64_t drive_mib = 1024, zone_mib = 64, sync_ops = 2000;
+	double overwrite = 1.0;
+	struct za_volume_stats st;
+	uint64_t vb, lba, d0, u0, fill_blocks, user, dev;
+	double p5, p6s, p6y, p6g;
+	uint8_t *buf;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "k:p:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			b.n = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'k':
+			b.k = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'p':
+			b.p = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'd':
+			drive_mib = strtoull(optarg, NULL, 10);
+			break;
+		case 'z':
+			zone_mib = strtoull(optarg, NULL, 10);
+			break;
+		case 'D':
+			dir = optarg;
+			break;
+		case 's':
+			sync_ops = strtoull(optarg, NULL, 10);
+			break;
+		case 'o':
+			overwrite = strtod(optarg, NULL);
+			break;
+		case 'h':
+			printf("usage: za-volume-bench [--drives N] [-k K] [-p P] "
+			       "[--drive-mib M] [--zone-mib M] [--dir DIR]\n"
+			       "         [--sync-ops N] [--overwrite X]\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	za_log_set_level(getenv("ZA_BENCH_DEBUG") ? ZA_LOG_DEBUG : ZA_LOG_ERR);
+	if (posix_memalign((void **)&buf, 4096, 1 << 20))
+		return 1;
+
+	/* P5 and P6 streaming: a sequential fill in 1 MiB writes. */
+	if (bench_open(&b, dir, drive_mib << 20, zone_mib << 20)) {
+		fprintf(stderr, "cannot set up the drives in %s\n", dir);
+		return 1;
+	}
+	vb = za_volume_size(b.v) / 4096;
+	fill_blocks = vb * 80 / 100 / 256 * 256;
+	fprintf(stderr, "volume %llu MiB on %u drives; filling %llu MiB\n",
+		(unsigned long long)(vb >> 8), b.n,
+		(unsigned long long)(fill_blocks >> 8));
+	d0 = dev_bytes(&b);
+	for (lba = 0; lba < fill_blocks; lba += 256) {
+		fill_rand(buf, 1 << 20);
+		if (za_volume_write_sync(b.v, lba * 4096, 1 << 20, buf, false))
+			return 1;
+	}
+	if (za_volume_flush_sync(b.v))
+		return 1;
+	za_volume_get_stats(b.v, &st);
+	p5 = (double)st.map_bytes * (double)(1ull << 40) /
+	     ((double)fill_blocks * 4096);
+	p6s = (double)(dev_bytes(&b) - d0) / ((double)fill_blocks * 4096);
+
+	/* P6, 4 KiB write + FLUSH. */
+	d0 = dev_bytes(&b);
+	for (u0 = 0; u0 < sync_ops; u0++) {
+		fill_rand(buf, 4096);
+		if (za_volume_write_sync(b.v, (rnd() % fill_blocks) * 4096,
+					 4096, buf, false) ||
+		    za_volume_flush_sync(b.v))
+			return 1;
+	}
+	p6y = (double)(dev_bytes(&b) - d0) / ((double)sync_ops * 4096);
+
+	/* P6, GC: random 4 KiB overwrites of the 80% full volume. */
+	user = (uint64_t)((double)fill_blocks * overwrite);
+	d0 = dev_bytes(&b);
+	for (u0 = 0; u0 < user; u0++) {
+		fill_rand(buf, 4096);
+		if (za_volume_write_sync(b.v, (rnd() % fill_blocks) * 4096,
+					 4096, buf, false))
+			return 1;
+	}
+	if (za_volume_flush_sync(b.v))
+		return 1;
+	dev = dev_bytes(&b) - d0;
+	p6g = (double)dev / ((double)user * 4096);
+	za_volume_get_stats(b.v, &st);
+	printf("{\"drives\":%u,\"k\":%u,\"p\":%u,\"volume_bytes\":%llu,"
+	       "\"fill_bytes\":%llu,"
+	       "\"p5_map_bytes_per_tib\":%.0f,\"p5_limit\":%u,"
+	       "\"p6_stream\":%.4f,\"p6_stream_limit\":%.4f,"
+	       "\"p6_sync\":%.4f,\"p6_sync_limit\":%u,"
+	       "\"p6_gc\":%.4f,\"p6_gc_limit\":3.0,"
+	       "\"gc_runs\":%llu,\"gc_moved_blocks\":%llu,"
+	       "\"gc_freed_groups\":%llu}\n",
+	       b.n, b.k, b.p, (unsigned long long)vb * 4096,
+	       (unsigned long long)fill_blocks * 4096, p5, 1u << 20, p6s,
+	       (double)(b.k + b.p) / b.k * 1.03, p6y, 2 * (b.p + 1), p6g,
+	       (unsigned long long)st.gc_runs,
+	       (unsigned long long)st.gc_moved_blocks,
+	       (unsigned long long)st.gc_freed_groups);
+	bench_close(&b);
+	free(buf);
+	return 0;
+}
