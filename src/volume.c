@@ -1385,6 +1385,7 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
 int za_volume_recover(struct za_volume *v)
 {
 	struct rec_vol rv = { .v = v };
+	uint64_t t0 = za_io_now_ns();
 	int ret;
 
 	if (posix_memalign((void **)&rv.blk, 4096, 4096))
@@ -1392,11 +1393,13 @@ int za_volume_recover(struct za_volume *v)
 	ret = za_engine_recover(v->eng, rec_apply, &rv);
 	free(rv.blk);
 	if (!ret)
-		za_log_info("volume: recovered %llu stripes and %llu unmap "
-			    "records; %llu extents mapped",
-			    (unsigned long long)rv.stripes,
-			    (unsigned long long)rv.unmaps,
-			    (unsigned long long)za_map_extents(v->map));
+		za_log_info(
+			"volume: recovered %llu stripes and %llu unmap "
+			"records in %llu ms; %llu extents mapped",
+			(unsigned long long)rv.stripes,
+			(unsigned long long)rv.unmaps,
+			(unsigned long long)((za_io_now_ns() - t0) / 1000000),
+			(unsigned long long)za_map_extents(v->map));
 	return ret;
 }
 
