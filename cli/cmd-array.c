@@ -22,23 +22,28 @@
 
 #include "cli.h"
 #include "client.h"
+#include "export.h"
 
 static const struct {
 	const char *cmd, *usage, *text;
 } helps[] = {
 	{ "create",
 	  "zarray create NAME --data K --parity P [--chunk SIZE] [--size SIZE] "
-	  "[--force] DEVICE...",
+	  "[--tcp [HOST:]PORT] [--force] DEVICE...",
 	  "Format the DEVICEs into a new K+P array, create its volume and "
-	  "export it\nover NBD; prints the NBD URI. --chunk: interleave unit "
-	  "(default 64K);\n--size: volume size (default: what the devices "
-	  "hold); --force: take\ndevices that belong to another array.\n" },
+	  "export it\nover NBD on RUNDIR/NAME.nbd; prints the NBD URI. --chunk: "
+	  "interleave unit\n(default 64K); --size: volume size (default: what "
+	  "the devices hold);\n--tcp: also export on TCP (HOST 127.0.0.1 unless "
+	  "given; PORT 0: any free\nport) and print that URI; --force: take "
+	  "devices that belong to another\narray.\n" },
 	{ "assemble", "zarray assemble NAME DEVICE...",
-	  "Start the array NAME from its DEVICEs (any order). It starts "
-	  "degraded if\nat most P members are missing.\n" },
+	  "Start the array NAME from its DEVICEs (any order) and export it; "
+	  "prints\nthe NBD URI. It starts degraded if at most P members are "
+	  "missing.\n" },
 	{ "stop", "zarray stop NAME",
-	  "Flush and stop the array; its devices keep it (assemble starts it "
-	  "again)\nand zarrayd no longer assembles it at start.\n" },
+	  "Stop its NBD export (commands in flight finish), flush and stop the "
+	  "array;\nits devices keep it (assemble starts it again) and zarrayd "
+	  "no longer\nassembles it at start.\n" },
 	{ "destroy", "zarray destroy NAME [--force]",
 	  "Stop the array and wipe its superblocks. Without --force an array "
 	  "that\nholds data is refused.\n" },
@@ -70,7 +75,10 @@ static const struct {
 	  "Follow the array's background jobs until they end: a progress bar "
 	  "on a\nterminal, a line per percent otherwise, JSON lines with "
 	  "--json.\n" },
-	{ "export", "zarray export NAME", "Print the array's NBD URI.\n" },
+	{ "export", "zarray export NAME [--tcp [HOST:]PORT]",
+	  "Print the array's NBD URI (nbd+unix://). --tcp: also export it on "
+	  "TCP\n(HOST 127.0.0.1 unless given; PORT 0: any free port), "
+	  "remembered across\nrestarts, and print that URI (nbd://).\n" },
 	{ "shutdown", "zarray shutdown",
 	  "Stop every array cleanly, then zarrayd.\n" },
 };
@@ -179,6 +187,20 @@ static char **abs_paths(const char *cmd, char **args, int n, bool must_exist)
 	return paths;
 }
 
+/* --tcp's argument: a usage error unless it is [HOST:]PORT. */
+static bool tcp_ok(const char *cmd, const char *spec)
+{
+	char host[ZA_EXPORT_HOST_BYTES], port[8];
+
+	if (za_export_parse_tcp(spec, host, port) == 0)
+		return true;
+	za_usage_error(cmd,
+		       "--tcp: '%s' is not [HOST:]PORT (PORT 0 to 65535, an "
+		       "IPv6 HOST in [])",
+		       spec);
+	return false;
+}
+
 /* Send @req; on success say @done (to stderr) and return 0. */
 static int simple(struct za_cli *cli, const char *cmd, Zarray__Request *req,
 		  const char *name, const char *done)
@@ -197,12 +219,21 @@ static int simple(struct za_cli *cli, const char *cmd, Zarray__Request *req,
 
 int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 {
-	enum { O_DATA = 256, O_PARITY, O_CHUNK, O_SIZE, O_FORCE, O_JSON };
+	enum {
+		O_DATA = 256,
+		O_PARITY,
+		O_CHUNK,
+		O_SIZE,
+		O_FORCE,
+		O_JSON,
+		O_TCP
+	};
 	static const struct option opts[] = {
 		{ "data", required_argument, NULL, O_DATA },
 		{ "parity", required_argument, NULL, O_PARITY },
 		{ "chunk", required_argument, NULL, O_CHUNK },
 		{ "size", required_argument, NULL, O_SIZE },
+		{ "tcp", required_argument, NULL, O_TCP },
 		{ "force", no_argument, NULL, O_FORCE },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
@@ -235,6 +266,11 @@ int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 		case O_FORCE:
 			m.has_force = true;
 			m.force = true;
+			break;
+		case O_TCP:
+			if (!tcp_ok("create", optarg))
+				return ZA_EXIT_USAGE;
+			m.tcp = optarg;
 			break;
 		case O_JSON:
 			json = true;
@@ -319,13 +355,23 @@ int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 	} else if (r->created->export_uri) {
 		printf("%s\n", r->created->export_uri);
 	}
-	fprintf(stderr, "zarray create: %s created, uuid %s%s\n",
-		r->created->name, r->created->uuid,
-		r->created->export_uri ? "" :
-					 "; not exported (no NBD export "
-					 "in this zarrayd)");
+	fprintf(stderr, "zarray create: %s created, uuid %s\n",
+		r->created->name, r->created->uuid);
+	/* Created but not served: the array is there, the command failed
+	 * in part (`zarray export` tries again). */
+	rc = ZA_EXIT_OK;
+	if (r->created->export_error) {
+		fprintf(stderr, "zarray create: %s is not exported: %s\n",
+			r->created->name, r->created->export_error);
+		rc = ZA_EXIT_FAIL;
+	} else if (!r->created->export_uri) {
+		fprintf(stderr,
+			"zarray create: %s is not exported (a zarrayd "
+			"without NBD export)\n",
+			r->created->name);
+	}
 	za_rpc_response_free(r);
-	return ZA_EXIT_OK;
+	return rc;
 }
 
 int za_cmd_assemble(struct za_cli *cli, int argc, char **argv)
@@ -361,11 +407,15 @@ int za_cmd_assemble(struct za_cli *cli, int argc, char **argv)
 	    r->arrays->n_arrays == 1) {
 		const Zarray__ArrayStatus *a = r->arrays->arrays[0];
 
+		if (a->export_uri)
+			printf("%s\n", a->export_uri);
 		fprintf(stderr,
 			"zarray assemble: %s started, %s, %u+%u, %zu "
-			"members\n",
+			"members%s\n",
 			a->name, za_cli_array_state_str(a->state), a->data,
-			a->parity, a->n_members);
+			a->parity, a->n_members,
+			a->export_uri ? "" :
+					"; not exported (see zarrayd's log)");
 	} else {
 		fprintf(stderr, "zarray assemble: %s started\n", m.name);
 	}
@@ -699,14 +749,25 @@ int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 
 int za_cmd_export(struct za_cli *cli, int argc, char **argv)
 {
+	enum { O_TCP = 256 };
+	static const struct option opts[] = {
+		{ "tcp", required_argument, NULL, O_TCP },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	Zarray__Request req = ZARRAY__REQUEST__INIT;
 	Zarray__Export m = ZARRAY__EXPORT__INIT;
 	Zarray__Response *r;
-	int rc;
+	int c, rc;
 
-	rc = parse_plain("export", argc, argv);
-	if (rc >= 0)
-		return rc;
+	optind = 0; /* re-initialise: main parsed with "+" */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c != O_TCP)
+			return za_cli_opt_end("export", c);
+		if (!tcp_ok("export", optarg))
+			return ZA_EXIT_USAGE;
+		m.tcp = optarg;
+	}
 	if (argc - optind != 1) {
 		za_usage_error("export", "one NAME expected");
 		return ZA_EXIT_USAGE;
@@ -714,7 +775,10 @@ int za_cmd_export(struct za_cli *cli, int argc, char **argv)
 	m.name = argv[optind];
 	req.body_case = ZARRAY__REQUEST__BODY_EXPORT;
 	req.export = &m;
-	rc = za_client_run(cli, "export", &req, ZA_CLIENT_QUERY_MS, &r);
+	/* Listening on TCP changes the array's state: no query timeout. */
+	rc = za_client_run(cli, "export", &req,
+			   m.tcp ? ZA_CLIENT_NO_TIMEOUT : ZA_CLIENT_QUERY_MS,
+			   &r);
 	if (rc)
 		return rc;
 	if (r->body_case != ZARRAY__RESPONSE__BODY_EXPORTED) {

@@ -151,11 +151,17 @@ void za_cli_json_job(FILE *f, const Zarray__JobStatus *j)
 		(unsigned long long)(j->has_eta_s ? j->eta_s : 0));
 }
 
-static void json_export(FILE *f, const char *uri)
+/* "uri": the Unix socket's (null: not exported); "tcp_uri": null if none. */
+static void json_export(FILE *f, const Zarray__ArrayStatus *a)
 {
 	fprintf(f, "\"export\":{\"uri\":");
-	if (uri)
-		za_json_str(f, uri);
+	if (a->export_uri)
+		za_json_str(f, a->export_uri);
+	else
+		fprintf(f, "null");
+	fprintf(f, ",\"tcp_uri\":");
+	if (a->export_tcp_uri)
+		za_json_str(f, a->export_tcp_uri);
 	else
 		fprintf(f, "null");
 	fputc('}', f);
@@ -177,7 +183,7 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 		a->chunk_bytes, (unsigned long long)a->size_bytes,
 		(unsigned long long)a->used_bytes,
 		(unsigned long long)(a->has_generation ? a->generation : 0));
-	json_export(f, a->export_uri);
+	json_export(f, a);
 	fprintf(f, ",\"members\":[");
 	for (i = 0; i < a->n_members; i++) {
 		const Zarray__MemberStatus *m = a->members[i];
@@ -226,6 +232,8 @@ static void print_array_text(const Zarray__ArrayStatus *a)
 		       (double)a->used_bytes * 100.0 / (double)a->size_bytes :
 		       0.0);
 	printf("  export  %s\n", a->export_uri ? a->export_uri : "none");
+	if (a->export_tcp_uri)
+		printf("          %s\n", a->export_tcp_uri);
 	for (i = 0; i < a->n_members; i++)
 		if (strlen(a->members[i]->path) > w)
 			w = strlen(a->members[i]->path);
@@ -413,7 +421,7 @@ int za_cmd_list(struct za_cli *cli, int argc, char **argv)
 			       (unsigned long long)a->size_bytes,
 			       (unsigned long long)a->used_bytes, a->n_members,
 			       a->n_jobs);
-			json_export(stdout, a->export_uri);
+			json_export(stdout, a);
 			putchar('}');
 		}
 		printf("]}\n");

@@ -14,15 +14,20 @@
  * No handler ever sees an array in the middle of another's change, and
  * the watch ticker skips its turn while a command runs.
  *
+ * Every running array's volume is exported over NBD (export.c) on
+ * RUNDIR/NAME.nbd, and on TCP when asked; the export stops before its
+ * array does (no new commands, those in flight complete), so the array's
+ * final flush covers everything a client was told was written.
+ *
  * State: STATE/arrays/NAME.conf records each array this daemon created or
- * assembled (name, uuid, member paths; written to a temporary file,
- * fsynced, renamed), so that the next start assembles it again. `stop`
- * and `destroy` remove the record; a shutdown (SIGTERM, `zarray
- * shutdown`) keeps it.
+ * assembled (name, uuid, member paths, TCP address; written to a
+ * temporary file, fsynced, renamed), so that the next start assembles
+ * and exports it again. `stop` and `destroy` remove the record; a
+ * shutdown (SIGTERM, `zarray shutdown`) keeps it.
  *
  * Commands the array layer cannot do yet (add, remove, replace, rebuild
- * and scrub actions, export) are parsed, checked and refused with
- * ERR_INVALID "not supported by this version", never faked.
+ * and scrub actions) are parsed, checked and refused with ERR_INVALID
+ * "not supported by this version", never faked.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -43,6 +48,7 @@
 
 #include "array.h"
 #include "daemon.h"
+#include "export.h"
 #include "io.h"
 #include "log.h"
 #include "rpc.h"
@@ -60,7 +66,13 @@
 struct d_array {
 	struct d_array *next;
 	struct za_array *a;
+	struct za_export *exp; /* NULL: not exported (logged why) */
 	char name[ZA_SB_NAME_BYTES];
+	/* What the state record says: kept to rewrite it. */
+	char uuid[37];
+	char **paths;
+	unsigned nr_paths;
+	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "[HOST:]PORT", "": none */
 };
 
 /* A connection waiting for something: a watch, a parked request, or the
@@ -77,9 +89,11 @@ struct za_daemon {
 	struct za_io *io;
 	struct ev_loop *loop;
 	char socket_path[PATH_MAX];
+	char run_dir[PATH_MAX];
 	char state_dir[PATH_MAX];
 	char arrays_dir[PATH_MAX];
 	int sock_lock_fd, state_lock_fd;
+	gid_t gid; /* the zarray group; (gid_t)-1 if absent */
 	bool socket_made;
 	struct za_rpc_server *srv;
 	struct d_array *arrays;
@@ -273,6 +287,8 @@ static void array_msg_free(Zarray__ArrayStatus *m)
 	jobs_free(m->jobs, m->n_jobs);
 	free(m->name);
 	free(m->uuid);
+	free(m->export_uri);
+	free(m->export_tcp_uri);
 	free(m);
 }
 
@@ -334,6 +350,16 @@ static Zarray__ArrayStatus *status_of(struct d_array *e)
 	}
 	m = array_msg_new(&st);
 	free(st.members);
+	if (m && e->exp) {
+		const char *tcp = za_export_tcp_uri(e->exp);
+
+		m->export_uri = strdup(za_export_uri(e->exp));
+		m->export_tcp_uri = tcp ? strdup(tcp) : NULL;
+		if (!m->export_uri || (tcp && !m->export_tcp_uri)) {
+			array_msg_free(m);
+			return NULL;
+		}
+	}
 	return m;
 }
 
@@ -444,11 +470,11 @@ static int fsync_dir(const char *dir)
 	return ret;
 }
 
-static int record_write(struct za_daemon *d, const char *name, const char *uuid,
-			char *const *paths, size_t n)
+static int record_write(struct za_daemon *d, const struct d_array *e)
 {
+	const char *name = e->name;
 	char tmp[D_FILE_BYTES], path[D_FILE_BYTES];
-	size_t i;
+	unsigned i;
 	FILE *f;
 	int fd, ret = 0;
 
@@ -468,9 +494,11 @@ static int record_write(struct za_daemon *d, const char *name, const char *uuid,
 	fprintf(f,
 		"# zarrayd: assembled at start; written by zarrayd, which "
 		"rewrites it\nname %s\nuuid %s\n",
-		name, uuid);
-	for (i = 0; i < n; i++)
-		fprintf(f, "member %s\n", paths[i]);
+		name, e->uuid);
+	for (i = 0; i < e->nr_paths; i++)
+		fprintf(f, "member %s\n", e->paths[i]);
+	if (e->tcp[0])
+		fprintf(f, "tcp %s\n", e->tcp);
 	if (fflush(f) != 0 || fsync(fd) < 0) {
 		ret = -errno;
 		fclose(f);
@@ -513,6 +541,7 @@ struct record {
 	char name[ZA_SB_NAME_BYTES];
 	char *paths[D_MAX_MEMBERS];
 	unsigned nr_paths;
+	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
 };
 
 static void record_free(struct record *r)
@@ -580,6 +609,17 @@ static int record_read(struct za_daemon *d, const char *file, struct record *r)
 				goto err;
 			}
 			r->nr_paths++;
+		} else if (!strncmp(line, "tcp ", 4)) {
+			char host[ZA_EXPORT_HOST_BYTES], port[8];
+
+			if (za_export_parse_tcp(line + 4, host, port) < 0) {
+				za_log_err("%s:%u: bad TCP address", path,
+					   lineno);
+				goto err;
+			}
+			/* parse_tcp bounded its length */
+			snprintf(r->tcp, sizeof(r->tcp), "%.*s",
+				 (int)sizeof(r->tcp) - 1, line + 4);
 		} else if (strncmp(line, "uuid ", 5)) {
 			/* Written by a newer zarrayd: keep going. */
 			za_log_warn("%s:%u: unknown line ignored", path,
@@ -607,23 +647,125 @@ static int conf_filter(const struct dirent *de)
 	       !strcmp(de->d_name + n - 5, ".conf");
 }
 
+static void d_array_free(struct d_array *e)
+{
+	unsigned i;
+
+	for (i = 0; i < e->nr_paths; i++)
+		free(e->paths[i]);
+	free(e->paths);
+	free(e);
+}
+
+/*
+ * Track @a, started from @paths, under @name; *@out is NULL (and @a
+ * stopped) if that fails. The export is started separately.
+ */
 static void register_array(struct za_daemon *d, struct za_array *a,
-			   const char *name, struct d_array **out)
+			   const char *name, char *const *paths, unsigned n,
+			   struct d_array **out)
 {
 	struct d_array *e = calloc(1, sizeof(*e));
+	struct za_array_status st;
+	unsigned i;
 
-	if (!e) {
-		/* Cannot track it: do not leave it running unmanaged. */
-		za_log_err("%s: out of memory; stopping it", name);
-		za_array_stop(a);
-		*out = NULL;
-		return;
+	if (!e || !(e->paths = calloc(n ? n : 1, sizeof(*e->paths))))
+		goto err;
+	for (i = 0; i < n; i++) {
+		e->paths[i] = strdup(paths[i]);
+		if (!e->paths[i])
+			goto err;
+		e->nr_paths++;
 	}
+	memset(&st, 0, sizeof(st));
+	if (za_array_status(a, &st) == 0)
+		fmt_uuid(&st.uuid, e->uuid);
+	else
+		snprintf(e->uuid, sizeof(e->uuid), "unknown");
+	free(st.members);
 	e->a = a;
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->next = d->arrays;
 	d->arrays = e;
 	*out = e;
+	return;
+
+err:
+	/* Cannot track it: do not leave it running unmanaged. */
+	za_log_err("%s: out of memory; stopping it", name);
+	if (e)
+		d_array_free(e);
+	za_array_stop(a);
+	*out = NULL;
+}
+
+/*
+ * Serve @e's volume over NBD on RUNDIR/NAME.nbd, and on TCP @tcp if not
+ * NULL (remembered in @e for the state record). Returns 0 or -errno with
+ * @err set; the Unix export may be up even when TCP failed.
+ */
+static int export_start(struct za_daemon *d, struct d_array *e, const char *tcp,
+			char *err, size_t errlen)
+{
+	struct za_volume *vol = za_array_volume(e->a);
+	struct za_export_params xp = { 0 };
+	char path[D_FILE_BYTES], desc[96];
+	struct za_array_status st;
+	int ret;
+
+	if (!e->exp) {
+		if (!vol) {
+			snprintf(err, errlen, "%s has no volume to export",
+				 e->name);
+			return -ENODEV;
+		}
+		snprintf(path, sizeof(path), "%s/%s.nbd", d->run_dir, e->name);
+		memset(&st, 0, sizeof(st));
+		if (za_array_status(e->a, &st) == 0)
+			snprintf(desc, sizeof(desc), "zarray %s, %u+%u",
+				 e->name, st.k, st.p);
+		else
+			snprintf(desc, sizeof(desc), "zarray %s", e->name);
+		free(st.members);
+		xp.name = e->name;
+		xp.description = desc;
+		xp.unix_path = path;
+		xp.unix_mode = 0660;
+		xp.unix_gid = d->gid;
+		ret = za_export_new(d->io, vol, &xp, &e->exp);
+		if (ret < 0) {
+			snprintf(err, errlen, "cannot serve NBD on %.160s: %s",
+				 path, strerror(-ret));
+			return ret;
+		}
+	}
+	if (!tcp || !*tcp)
+		return 0;
+	ret = za_export_listen_tcp(e->exp, tcp);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot serve NBD on TCP %s: %s", tcp,
+			 ret == -EBUSY ? "already on another TCP address" :
+					 strerror(-ret));
+		return ret;
+	}
+	/* The port as bound: a restart asks for the same one. */
+	snprintf(e->tcp, sizeof(e->tcp), "%s", za_export_tcp_spec(e->exp));
+	return 0;
+}
+
+/* Stop the exports of every array in @list: no new commands anywhere. */
+static void exports_shutdown(struct d_array *list)
+{
+	for (; list; list = list->next)
+		za_export_shutdown(list->exp);
+}
+
+/* The export first (its commands finish), then the array (flush). */
+static int array_stop(struct d_array *e, bool destroy)
+{
+	za_export_free(e->exp);
+	e->exp = NULL;
+	return destroy ? za_array_destroy(e->a) : za_array_stop(e->a);
 }
 
 /* Assemble what the state directory lists; failures are only logged. */
@@ -659,12 +801,18 @@ static void assemble_recorded(struct za_daemon *d)
 		if (ret < 0) {
 			za_log_err("%s: not assembled at start: %s", r.name,
 				   *err ? err : strerror(-ret));
-		} else {
-			register_array(d, a, r.name, &e);
-			if (e)
-				za_log_info("%s: assembled from %u recorded "
-					    "devices",
-					    r.name, r.nr_paths);
+			record_free(&r);
+			continue;
+		}
+		register_array(d, a, r.name, r.paths, r.nr_paths, &e);
+		if (e) {
+			za_log_info("%s: assembled from %u recorded "
+				    "devices",
+				    r.name, r.nr_paths);
+			/* Kept even if it cannot listen now: it is wanted. */
+			snprintf(e->tcp, sizeof(e->tcp), "%s", r.tcp);
+			if (export_start(d, e, r.tcp, err, sizeof(err)) < 0)
+				za_log_err("%s: not exported: %s", r.name, err);
 		}
 		record_free(&r);
 	}
@@ -811,12 +959,12 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 {
 	const Zarray__Create *m = req->create;
 	struct za_array_create_params p;
-	struct za_array_status st;
 	struct za_array *a = NULL;
 	struct d_array *e;
 	Zarray__Response r;
 	Zarray__Created created;
-	char err[256] = "", peer[64], uuid[37];
+	char err[256] = "", xerr[256] = "", peer[64];
+	char host[ZA_EXPORT_HOST_BYTES], port[8];
 	int ret;
 
 	if (!check_name(c, req->id, m->name) ||
@@ -838,15 +986,23 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->k, m->p, m->k + m->p, m->n_paths);
 		return;
 	}
+	if (m->tcp && za_export_parse_tcp(m->tcp, host, port) < 0) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "bad TCP address '%.80s': want [HOST:]PORT",
+				   m->tcp);
+		return;
+	}
 	if (find_array(d, m->name)) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
 				   EEXIST, "an array named '%s' is running",
 				   m->name);
 		return;
 	}
-	za_log_info("%s: create %u+%u on %zu devices%s (%s)", m->name, m->k,
+	za_log_info("%s: create %u+%u on %zu devices%s%s%s (%s)", m->name, m->k,
 		    m->p, m->n_paths,
 		    m->has_force && m->force ? ", forced" : "",
+		    m->tcp ? ", TCP " : "", m->tcp ? m->tcp : "",
 		    peer_str(c, peer, sizeof(peer)));
 	memset(&p, 0, sizeof(p));
 	p.name = m->name;
@@ -864,23 +1020,26 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
-	memset(&st, 0, sizeof(st));
-	if (za_array_status(a, &st) == 0)
-		fmt_uuid(&st.uuid, uuid);
-	else
-		snprintf(uuid, sizeof(uuid), "unknown");
-	free(st.members);
-	register_array(d, a, m->name, &e);
+	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
 	if (!e) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
 				   ENOMEM, "%s: out of memory", m->name);
 		return;
 	}
-	record_write(d, m->name, uuid, m->paths, m->n_paths);
+	/* The array exists now whatever the export does: say both. */
+	if (export_start(d, e, m->tcp, xerr, sizeof(xerr)) < 0)
+		za_log_err("%s: created, but not exported: %s", m->name, xerr);
+	record_write(d, e);
 	zarray__response__init(&r);
 	zarray__created__init(&created);
 	created.name = m->name;
-	created.uuid = uuid;
+	created.uuid = e->uuid;
+	if (*xerr)
+		created.export_error = xerr;
+	else if (m->tcp)
+		created.export_uri = (char *)za_export_tcp_uri(e->exp);
+	else
+		created.export_uri = (char *)za_export_uri(e->exp);
 	r.id = req->id;
 	r.body_case = ZARRAY__RESPONSE__BODY_CREATED;
 	r.created = &created;
@@ -932,15 +1091,17 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
-	register_array(d, a, m->name, &e);
+	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
 	if (!e) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
 				   ENOMEM, "%s: out of memory", m->name);
 		return;
 	}
+	/* Not exported shows as no URI in the status it is answered. */
+	if (export_start(d, e, NULL, err, sizeof(err)) < 0)
+		za_log_err("%s: assembled, but not exported: %s", m->name, err);
+	record_write(d, e);
 	st = status_of(e);
-	record_write(d, m->name, st ? st->uuid : "unknown", m->paths,
-		     m->n_paths);
 	if (!st) {
 		reply_done(c, req->id, "assembled");
 		return;
@@ -967,8 +1128,8 @@ static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
 	za_log_info("%s: stop (%s)", name, peer_str(c, peer, sizeof(peer)));
 	unlink_array(d, e);
 	watches_end(d, name, "was stopped");
-	ret = za_array_stop(e->a);
-	free(e);
+	ret = array_stop(e, false);
+	d_array_free(e);
 	record_remove(d, name);
 	if (ret < 0) {
 		za_log_err("%s: stop: %s", name, strerror(-ret));
@@ -1019,8 +1180,8 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 		    peer_str(c, peer, sizeof(peer)));
 	unlink_array(d, e);
 	watches_end(d, m->name, "was destroyed");
-	ret = za_array_destroy(e->a);
-	free(e);
+	ret = array_stop(e, true);
+	d_array_free(e);
 	record_remove(d, m->name);
 	if (ret < 0) {
 		za_log_err("%s: destroy: %s", m->name, strerror(-ret));
@@ -1248,6 +1409,52 @@ static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
 	return true;
 }
 
+/*
+ * The array's NBD URI; with a TCP address, listen there first (and record
+ * it, so that a restart listens there again). An array whose export
+ * failed earlier gets another try.
+ */
+static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
+		     const Zarray__Request *req)
+{
+	const Zarray__Export *m = req->export;
+	struct d_array *e = named(d, c, req->id, m->name);
+	char host[ZA_EXPORT_HOST_BYTES], port[8], err[256] = "", peer[64];
+	bool had_tcp;
+	Zarray__Response r;
+	Zarray__Exported ex;
+	int ret;
+
+	if (!e)
+		return;
+	if (m->tcp && za_export_parse_tcp(m->tcp, host, port) < 0) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "bad TCP address '%.80s': want [HOST:]PORT",
+				   m->tcp);
+		return;
+	}
+	had_tcp = e->exp && za_export_tcp_uri(e->exp);
+	if (m->tcp && !had_tcp)
+		za_log_info("%s: export on TCP %s (%s)", m->name, m->tcp,
+			    peer_str(c, peer, sizeof(peer)));
+	ret = export_start(d, e, m->tcp, err, sizeof(err));
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	if (m->tcp && !had_tcp)
+		record_write(d, e);
+	zarray__response__init(&r);
+	zarray__exported__init(&ex);
+	ex.uri = (char *)(m->tcp ? za_export_tcp_uri(e->exp) :
+				   za_export_uri(e->exp));
+	r.id = req->id;
+	r.body_case = ZARRAY__RESPONSE__BODY_EXPORTED;
+	r.exported = &ex;
+	za_rpc_reply(c, &r);
+}
+
 static void h_shutdown(struct za_daemon *d, struct za_rpc_conn *c,
 		       const Zarray__Request *req)
 {
@@ -1328,9 +1535,7 @@ static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 		h_watch(d, c, req);
 		break;
 	case ZARRAY__REQUEST__BODY_EXPORT:
-		if (named(d, c, id, req->export->name))
-			reply_unsupported(c, id, req->export->name,
-					  "exporting over NBD");
+		h_export(d, c, req);
 		break;
 	case ZARRAY__REQUEST__BODY_SHUTDOWN:
 		h_shutdown(d, c, req);
@@ -1555,6 +1760,13 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 	}
 	if (za_rpc_group_gid(group, &gid) < 0)
 		gid = (gid_t)-1;
+	d->gid = gid;
+	if (snprintf(d->run_dir, sizeof(d->run_dir), "%s", p->run_dir) >=
+	    (int)sizeof(d->run_dir)) {
+		za_log_err("path too long");
+		ret = -ENAMETOOLONG;
+		goto err_free;
+	}
 
 	/* The run dir, and the socket's directory if that is elsewhere. */
 	ret = make_dir(p->run_dir, 0750);
@@ -1686,18 +1898,20 @@ int za_daemon_free(struct za_daemon *d)
 	d->parked_tail = NULL;
 	/* Still busy for whatever arrives while arrays stop: refused. */
 	d->busy = true;
+	/* No export takes new commands while the first arrays stop. */
+	exports_shutdown(d->arrays);
 	while (d->arrays) {
 		struct d_array *e = d->arrays;
 
 		d->arrays = e->next;
 		za_log_info("%s: stopping", e->name);
-		ret = za_array_stop(e->a);
+		ret = array_stop(e, false);
 		if (ret < 0) {
 			za_log_err("%s: stop: %s", e->name, strerror(-ret));
 			if (!first)
 				first = ret;
 		}
-		free(e);
+		d_array_free(e);
 	}
 	while (d->shutdown_waiters) {
 		struct d_waiter *w = d->shutdown_waiters;

@@ -2,8 +2,9 @@
 /*
  * daemon.h - the array service behind zarrayd: its control socket, the
  * commands it answers (one handler per protocol message, each calling
- * array.h), the registry of running arrays, and the state directory that
- * says which arrays to assemble when it starts.
+ * array.h), the registry of running arrays with their NBD exports
+ * (export.h, on RUNDIR/NAME.nbd), and the state directory that says
+ * which arrays to assemble and export when it starts.
  *
  * It runs on the libev loop of a struct za_io and never blocks it except
  * inside array calls, which may run the loop themselves (superblock I/O):
@@ -49,8 +50,9 @@ void za_daemon_run(struct za_daemon *d);
 void za_daemon_request_stop(struct za_daemon *d, const char *why);
 bool za_daemon_stopping(const struct za_daemon *d);
 /*
- * Stop every array (flush, superblocks), answer those who asked for the
- * shutdown, close every connection, remove the socket and free @d.
+ * Stop every NBD export (commands in flight finish), then every array
+ * (flush, superblocks), answer those who asked for the shutdown, close
+ * every connection, remove the sockets and free @d.
  * Returns 0, or the first error of za_array_stop().
  */
 int za_daemon_free(struct za_daemon *d);

@@ -484,6 +484,16 @@ static int emu_do_zone_op(struct emu *e, struct za_dev_req *req)
 	case ZA_DEV_OP_FINISH:
 		if (z->cond == ZA_ZONE_COND_FULL)
 			break;
+		/*
+		 * Whatever the file holds past the write pointer (a write
+		 * that reached the file but not the write pointer before a
+		 * SIGKILL) must not become readable: a drive never returns
+		 * data it did not acknowledge.
+		 */
+		ret = punch(e, zstart + z->wp_rel,
+			    e->dev.caps.zone_size_bytes - z->wp_rel);
+		if (ret < 0)
+			return ret;
 		if (e->cache_bytes)
 			e->dirty_bytes -= z->wp_rel - z->flushed_rel;
 		/* Finishing makes the zone durable (see the theory above). */
@@ -638,9 +648,14 @@ static int emu_power_cut(struct za_dev *dev)
 		struct emu_zone *z = &e->zones[i];
 		uint64_t zstart = (uint64_t)i * dev->caps.zone_size_bytes;
 
-		if (z->wp_rel != z->flushed_rel) {
+		if (z->wp_rel != z->flushed_rel ||
+		    z->cond != ZA_ZONE_COND_FULL) {
+			/* Everything past the flushed write pointer goes,
+			 * including bytes a killed process left past the
+			 * write pointer itself. */
 			int r = punch(e, zstart + z->flushed_rel,
-				      z->wp_rel - z->flushed_rel);
+				      dev->caps.zone_size_bytes -
+					      z->flushed_rel);
 
 			if (r < 0)
 				ret = r;

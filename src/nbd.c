@@ -1166,8 +1166,14 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		conn_close(c);
 		break;
 	}
-	/* Out of budget with input buffered: come back next iteration. */
-	if (conn_want_read(c) && c->ipos < c->ilen)
+	/*
+	 * Out of budget with work in hand - input buffered, or a payload
+	 * whose last bytes the final read brought in - come back next
+	 * iteration: no new socket event may ever arrive for it (the client
+	 * is waiting for our reply).
+	 */
+	if (conn_want_read(c) &&
+	    (c->ipos < c->ilen || c->rd_have == c->rd_need))
 		ev_feed_event(loop, &c->rw, EV_READ);
 	conn_update(c);
 	conn_put(c);

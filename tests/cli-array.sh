@@ -9,8 +9,8 @@
 # their turn (ping excepted). Bad input that needs the array layer: a
 # drive already in use or in another array, a file that is not a drive,
 # a bad chunk size, a duplicate name. The commands this version cannot
-# do yet (add, remove, replace, rebuild/scrub actions, export) must fail
-# with "not supported", never pretend.
+# do yet (add, remove, replace, rebuild/scrub actions) must fail with
+# "not supported", never pretend; export prints the create's NBD URI.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 need python3
@@ -100,7 +100,7 @@ ns "rebuild pause" "$ZARRAY" rebuild t pause
 ns "rebuild resume" "$ZARRAY" rebuild t resume
 ns "scrub start" "$ZARRAY" scrub t start
 ns "scrub stop" "$ZARRAY" scrub t stop
-ns export "$ZARRAY" export t
+[ "$("$ZARRAY" export t)" = "nbd+unix:///t?socket=$RUN/t.nbd" ] || fail "export: $("$ZARRAY" export t)"
 
 expect_fail 1 "create: name taken" "$ZARRAY" create t --data 2 --parity 1 d3.img d4.img plain
 grep -q "an array named 't' is running" err || fail "message: $(cat err)"

@@ -376,6 +376,53 @@ START_TEST(test_corrupt_files)
 }
 END_TEST
 
+/*
+ * Regression: bytes in the file past a zone's write pointer (a write that
+ * reached the file before a SIGKILL, but not the write pointer) became
+ * readable after FINISH, and survived a power cut, so crash recovery found
+ * a stripe that was never acknowledged.
+ */
+START_TEST(test_stale_bytes_past_wp)
+{
+	struct tdrive t;
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	uint64_t z1, data_off;
+	int fd, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+		z1 = 2 * t.dev->caps.zone_size_bytes; /* a sequential zone */
+		memset(buf, 0x11, sizeof(buf));
+		ck_assert_int_eq(za_dev_io_sync(t.dev, ZA_DEV_OP_WRITE, z1, buf,
+						4096, NULL),
+				 0);
+		ck_assert_int_eq(za_dev_io_sync(t.dev, ZA_DEV_OP_FLUSH, 0, NULL,
+						0, NULL),
+				 0);
+		/* The killed process's write: in the file, past the wp. */
+		fd = open(t.path, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, &data_off, 8, 136), 8);
+		memset(buf, 0xee, sizeof(buf));
+		ck_assert_int_eq(pwrite(fd, buf, 4096,
+					(off_t)(data_off + z1 + 4096)),
+				 4096);
+		close(fd);
+		if (pass == 1) /* and a power cut before anything else */
+			ck_assert_int_eq(za_dev_power_cut(t.dev), 0);
+		ck_assert_int_eq(za_dev_io_sync(t.dev, ZA_DEV_OP_FINISH, z1,
+						NULL, 0, NULL),
+				 0);
+		ck_assert_int_eq(za_dev_io_sync(t.dev, ZA_DEV_OP_READ,
+						z1 + 4096, buf, 4096, NULL),
+				 0);
+		ck_assert_uint_eq(buf[0], 0);
+		ck_assert_uint_eq(buf[4095], 0);
+		tdrive_free(&t);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("emu");
@@ -385,6 +432,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_geometry, 0,
 			    sizeof(egeos) / sizeof(egeos[0]));
 	tcase_add_test(tc, test_bad_params);
+	tcase_add_test(tc, test_stale_bytes_past_wp);
 	tcase_add_test(tc, test_powercut_sequential);
 	tcase_add_test(tc, test_powercut_conventional);
 	tcase_add_test(tc, test_cache_writeback_when_full);
