@@ -1312,6 +1312,7 @@ static int rec_apply_unmap(struct rec_vol *rv,
 {
 	struct za_volume *v = rv->v;
 	uint64_t lba, n;
+	unsigned i;
 	int ret;
 
 	ret = za_engine_read_sync(v->eng, rs->group_id, rs->group_pos, 1,
@@ -1319,8 +1320,12 @@ static int rec_apply_unmap(struct rec_vol *rv,
 	if (ret)
 		return ret;
 	/* Untrusted until checked: magic, count, range. */
-	if (memcmp(rv->blk, UNMAP_MAGIC, 8) || za_get_le32(rv->blk + 8) != 1)
+	if (memcmp(rv->blk, UNMAP_MAGIC, 8) || za_get_le32(rv->blk + 8) != 1 ||
+	    za_get_le32(rv->blk + 12))
 		return -EBADMSG;
+	for (i = 32; i < 4096; i++)
+		if (rv->blk[i]) /* reserved: zero, as docs/format.md says */
+			return -EBADMSG;
 	lba = za_get_le64(rv->blk + 16);
 	n = za_get_le64(rv->blk + 24);
 	if (!n || lba >= v->size_blocks || n > v->size_blocks - lba)

@@ -16,6 +16,6 @@ while IFS= read -r f; do
 		echo "not formatted: $f (run: clang-format -i $f)"
 		bad=1
 	fi
-done < <(find src cli tests tools bench -name '*.[ch]' ! -name '*.pb-c.*' 2>/dev/null | sort)
+done < <(find src cli tests tools bench fuzz -name '*.[ch]' ! -name '*.pb-c.*' 2>/dev/null | sort)
 [ "$bad" -eq 0 ] && echo "all C sources formatted"
 exit $bad

@@ -1,0 +1,1179 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * make-seeds.c - writes the committed seed corpora, fuzz/corpus/<target>/:
+ * small valid inputs made with zarray's own encoders (stripe headers,
+ * superblocks, protobuf messages, emulated drive files) or written out
+ * byte by byte from the protocol (NBD), and near-valid ones that each
+ * break one rule, so that the fuzzers and the replay test start next to
+ * every check.
+ *
+ * Usage: make-seeds [CORPUS-DIR]   (default: fuzz/corpus; run from the
+ * source tree: rm -rf fuzz/corpus && BUILD/fuzz/make-seeds fuzz/corpus,
+ * so that seeds no longer made disappear). It is deterministic: fixed
+ * UUIDs, times and data, so regenerating changes no file unless a format
+ * changed. Each input starts with its target's mode byte(s) (see the
+ * target's source).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "byteorder.h"
+#include "crc.h"
+#include "dev-emu.h"
+#include "dev.h"
+#include "fuzz.h"
+#include "io.h"
+#include "rpc.h"
+#include "sb.h"
+#include "stripe.h"
+
+static const char *top = "fuzz/corpus";
+static unsigned nr_written;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "make-seeds: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* Write @mode then @len bytes of @buf as CORPUS/@target/@name. */
+static void seed(const char *target, const char *name, uint8_t mode,
+		 const void *buf, size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", top, target);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		die(path);
+	snprintf(path, sizeof(path), "%s/%s/%s", top, target, name);
+	f = fopen(path, "wb");
+	if (!f)
+		die(path);
+	if (fwrite(&mode, 1, 1, f) != 1 ||
+	    (len && fwrite(buf, 1, len, f) != len) || fclose(f))
+		die(path);
+	nr_written++;
+}
+
+/* Length of @buf without its trailing zeroes (harnesses pad them back). */
+static size_t trim_zeroes(const uint8_t *buf, size_t len)
+{
+	while (len && !buf[len - 1])
+		len--;
+	return len;
+}
+
+/* ---- a byte-string builder ---- */
+
+struct bld {
+	uint8_t b[256 << 10];
+	size_t n;
+};
+
+static struct bld B;
+
+static void b_reset(void)
+{
+	B.n = 0;
+}
+
+static void b_bytes(const void *p, size_t len)
+{
+	if (B.n + len > sizeof(B.b)) {
+		fprintf(stderr, "make-seeds: builder overflow\n");
+		exit(1);
+	}
+	memcpy(B.b + B.n, p, len);
+	B.n += len;
+}
+
+static void b_u8(uint8_t v)
+{
+	b_bytes(&v, 1);
+}
+
+static void b_be16(uint16_t v)
+{
+	uint8_t p[2] = { (uint8_t)(v >> 8), (uint8_t)v };
+
+	b_bytes(p, 2);
+}
+
+static void b_be32(uint32_t v)
+{
+	b_be16((uint16_t)(v >> 16));
+	b_be16((uint16_t)v);
+}
+
+static void b_be64(uint64_t v)
+{
+	b_be32((uint32_t)(v >> 32));
+	b_be32((uint32_t)v);
+}
+
+static void b_le16(uint16_t v)
+{
+	uint8_t p[2];
+
+	za_put_le16(p, v);
+	b_bytes(p, 2);
+}
+
+static void b_fill(uint8_t v, size_t len)
+{
+	while (len--)
+		b_u8(v);
+}
+
+/* ---- stripe headers ---- */
+
+#define ST_HDR_CRC_OFF 12u
+
+static void stripe_hdr(uint8_t *blk, unsigned k, unsigned p, unsigned rows,
+		       uint32_t chunk, uint8_t col, uint8_t kind,
+		       uint32_t nr_blocks)
+{
+	struct za_stripe_hdr h;
+	uint32_t cb = chunk / 4096, i;
+
+	memset(&h, 0, sizeof(h));
+	memset(blk, 0, ZA_STRIPE_HDR_BYTES);
+	for (i = 0; i < 16; i++)
+		h.array_uuid.b[i] = (uint8_t)(0x10 + i);
+	h.seg_id = 42;
+	h.seq = 1000;
+	h.stripe_idx = 3;
+	h.col = col;
+	h.k = (uint8_t)k;
+	h.p = (uint8_t)p;
+	h.rows = (uint8_t)rows;
+	h.kind = kind;
+	h.chunk_bytes = chunk;
+	h.nr_blocks = nr_blocks;
+	h.group_id = 7;
+	h.group_w = 2;
+	h.group_idx = 1;
+	h.group_stripes = 16;
+	h.stream = kind == ZA_STRIPE_META ? 1 : 0;
+	for (i = 0; i < k + p; i++) {
+		h.members[i] = (uint16_t)(i * 3 % 1024);
+		h.zones[i] = 5 + i;
+	}
+	for (i = 0; i < rows * cb; i++) {
+		h.blk_crc[i] = 0x1000u + i;
+		za_put_le64(blk + ZA_STRIPE_LBA_OFF + 8 * i,
+			    i < nr_blocks ? 100 + i : ZA_STRIPE_LBA_NONE);
+	}
+	h.lba_crc = za_crc32c(blk + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+	za_stripe_hdr_encode(&h, blk);
+}
+
+static void seeds_stripe(void)
+{
+	static uint8_t blk[ZA_STRIPE_HDR_BYTES];
+	static const struct {
+		const char *name;
+		unsigned off;
+		uint8_t val;
+	} breaks[] = {
+		{ "bad-version", 8, 2 },
+		{ "k-zero", 53, 0 },
+		{ "p-seven", 54, 7 },
+		{ "col-past-width", 52, 6 },
+		{ "rows-zero", 55, 0 },
+		{ "chunk-not-pow2", 57, 0x30 },
+		{ "kind-three", 60, 3 },
+		{ "reserved-61", 61, 1 },
+		{ "nr-blocks-big", 65, 0x10 },
+		{ "group-w-zero", 208, 0 },
+		{ "group-idx-big", 210, 9 },
+		{ "stripe-idx-big", 48, 16 },
+		{ "member-big", 81, 0x04 },
+		{ "member-past-width", 80 + 2 * 6, 0 },
+		{ "zone-past-width", 1280 + 4 * 6, 1 },
+		{ "blkcrc-past-col", 256 + 4 * 16, 1 },
+		{ "reserved-1536", 1536, 1 },
+		{ "reserved-217", 217, 1 },
+	};
+	unsigned i;
+
+	stripe_hdr(blk, 4, 2, 1, 64 << 10, 0, ZA_STRIPE_DATA, 40);
+	seed("stripe", "data-4+2", 0, blk, sizeof(blk));
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		uint8_t *b2 = malloc(sizeof(blk));
+
+		if (!b2)
+			die("malloc");
+		memcpy(b2, blk, sizeof(blk));
+		b2[breaks[i].off] = breaks[i].val;
+		seed("stripe", breaks[i].name, 3, b2, sizeof(blk));
+		free(b2);
+	}
+	blk[100] ^= 1;
+	seed("stripe", "bad-crc", 0, blk, sizeof(blk));
+	blk[0] = 'X';
+	seed("stripe", "bad-magic", 0, blk, sizeof(blk));
+	stripe_hdr(blk, 4, 2, 1, 64 << 10, 5, ZA_STRIPE_DATA, 64);
+	seed("stripe", "parity-col", 0, blk, sizeof(blk));
+	stripe_hdr(blk, 1, 2, 1, 4096, 0, ZA_STRIPE_META, 1);
+	seed("stripe", "journal-meta", 0, blk, sizeof(blk));
+	stripe_hdr(blk, 58, 6, 1, 4096, 63, ZA_STRIPE_DATA, 58);
+	seed("stripe", "wide-58+6", 0, blk, sizeof(blk));
+	stripe_hdr(blk, 2, 1, 16, 64 << 10, 1, ZA_STRIPE_DATA, 300);
+	seed("stripe", "rows-16", 0, blk, sizeof(blk));
+	stripe_hdr(blk, 8, 3, 1, 1u << 20, 2, ZA_STRIPE_DATA, 0);
+	seed("stripe", "chunk-1m-empty", 0, blk, sizeof(blk));
+	/* rows x chunk above 1 MiB, CRCs fixed by the harness. */
+	stripe_hdr(blk, 2, 1, 1, 1u << 20, 0, ZA_STRIPE_DATA, 1);
+	blk[55] = 2;
+	seed("stripe", "rows-chunk-big", 3, blk, sizeof(blk));
+	seed("stripe", "short", 0, blk, 100);
+}
+
+/* ---- superblocks ---- */
+
+static struct za_sb sbs[4];
+static uint8_t rec[ZA_SB_RECORD_BYTES];
+
+static void uuid_of(struct za_uuid *u, unsigned a, unsigned b)
+{
+	unsigned i;
+
+	for (i = 0; i < 16; i++)
+		u->b[i] = (uint8_t)(a * 31 + b * 7 + i * 13 + 1);
+	u->b[0] = (uint8_t)a;
+	u->b[1] = (uint8_t)(b >> 8);
+	u->b[2] = (uint8_t)b;
+}
+
+/* An array of @nr members (uuid seed @a), as member @idx sees it. */
+static void sb_make(struct za_sb *sb, unsigned a, const char *name, unsigned nr,
+		    unsigned idx, uint64_t gen)
+{
+	unsigned i;
+
+	memset(sb, 0, sizeof(*sb));
+	uuid_of(&sb->array_uuid, a, 0);
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	sb->generation = gen;
+	sb->ctime_s = 1700000000;
+	sb->nr_members = nr;
+	sb->member_idx = idx;
+	sb->geom = (struct za_geom){ .k = (uint8_t)(nr > 12 ? 10 :
+						    nr > 2  ? nr - 2 :
+							      1),
+				     .p = nr > 2 ? 2 : 1,
+				     .matrix = ZA_EC_MATRIX_CAUCHY,
+				     .stripe_rows = 4,
+				     .chunk_bytes = 64 << 10,
+				     .lblock_bytes = 4096,
+				     .hdr_bytes = 4096 };
+	sb->volume_bytes = 1ull << 30;
+	for (i = 0; i < sizeof(sb->volume_meta); i++)
+		sb->volume_meta[i] = (uint8_t)i;
+	for (i = 0; i < nr; i++) {
+		struct za_sb_member *m = &sb->members[i];
+
+		uuid_of(&m->uuid, a, i + 1);
+		m->state = ZA_MEMBER_ONLINE;
+		m->nr_zones = 64;
+		m->zone_size_bytes = 256ull << 20;
+		m->capacity_bytes = 64 * m->zone_size_bytes;
+		snprintf(m->path_hint, sizeof(m->path_hint), "/dev/sd%c",
+			 'a' + (char)(i % 26));
+	}
+	sb->member_uuid = sb->members[idx].uuid;
+}
+
+static void sb_encode(const struct za_sb *sb)
+{
+	if (za_sb_encode(sb, rec, sizeof(rec))) {
+		fprintf(stderr, "make-seeds: za_sb_encode refused a seed\n");
+		exit(1);
+	}
+}
+
+/* Break one byte of the encoded record; the harness fixes the CRCs. */
+static void sb_broken(const char *name, unsigned off, uint8_t val)
+{
+	uint8_t *r = malloc(sizeof(rec));
+
+	if (!r)
+		die("malloc");
+	memcpy(r, rec, sizeof(rec));
+	r[off] = val;
+	seed("sb", name, 3, r, trim_zeroes(r, sizeof(rec)));
+	free(r);
+}
+
+static void seeds_sb(void)
+{
+	struct za_sb *sb = &sbs[0];
+	unsigned i;
+
+	sb_make(sb, 1, "archive", 3, 1, 7);
+	sb_encode(sb);
+	seed("sb", "valid-3", 1, rec, trim_zeroes(rec, sizeof(rec)));
+	sb_broken("bad-version", 8, 2);
+	sb_broken("bad-record-bytes", 12, 0);
+	sb_broken("name-bad-char", 40, '/');
+	sb_broken("name-empty", 40, 0);
+	sb_broken("name-not-padded", 40 + 20, 'x');
+	sb_broken("generation-zero", 104, 0);
+	sb_broken("member-idx-big", 136, 3);
+	sb_broken("nr-members-zero", 140, 0);
+	sb_broken("nr-members-big", 141, 0x04);
+	sb_broken("geom-k-zero", 144, 0);
+	sb_broken("geom-p-seven", 145, 7);
+	sb_broken("geom-matrix", 146, 2);
+	sb_broken("geom-rows-big", 147, 32);
+	sb_broken("geom-lblock", 153, 0x20);
+	sb_broken("volume-unaligned", 160, 1);
+	sb_broken("reserved-hdr", 500, 1);
+	sb_broken("member-uuid-mismatch", 120, 0xee);
+	sb_broken("entry-state-zero", 4096 + 64 + 16, 0);
+	sb_broken("entry-state-six", 4096 + 64 + 16, 6);
+	sb_broken("entry-reserved", 4096 + 64 + 17, 1);
+	sb_broken("entry-zones-zero", 4096 + 20, 0);
+	sb_broken("entry-cap-big", 4096 + 24 + 5, 0x40);
+	sb_broken("entry-hint-ctrl", 4096 + 40, 1);
+	sb_broken("entry-hint-unterminated", 4096 + 40 + 23, 'x');
+	sb_broken("unused-entry", 4096 + 64 * 5, 1);
+	{
+		/* A null array uuid. */
+		uint8_t *r = malloc(sizeof(rec));
+
+		if (!r)
+			die("malloc");
+		memcpy(r, rec, sizeof(rec));
+		memset(r + 24, 0, 16);
+		seed("sb", "null-array-uuid", 3, r,
+		     trim_zeroes(r, sizeof(rec)));
+		free(r);
+	}
+	{
+		/* Two members with one uuid: copy entry 0's uuid to 2. */
+		uint8_t *r = malloc(sizeof(rec));
+
+		if (!r)
+			die("malloc");
+		memcpy(r, rec, sizeof(rec));
+		memcpy(r + 4096 + 128, r + 4096, 16);
+		seed("sb", "dup-member-uuid", 3, r,
+		     trim_zeroes(r, sizeof(rec)));
+		free(r);
+	}
+	rec[30] ^= 1;
+	seed("sb", "bad-hdr-crc", 1, rec, trim_zeroes(rec, sizeof(rec)));
+	seed("sb", "truncated", 0, rec, 5000);
+	seed("sb", "no-magic", 1, "ZARRAYSX", 8);
+
+	sb_make(sb, 2, "one", 1, 0, 1);
+	sb_encode(sb);
+	seed("sb", "valid-1", 1, rec, trim_zeroes(rec, sizeof(rec)));
+
+	sb_make(sb, 3, "wide.array-64", 64, 63, 99);
+	for (i = 0; i < 64; i++)
+		sb->members[i].state = (uint8_t)(1 + i % 5);
+	sb->members[63].state = ZA_MEMBER_ONLINE;
+	sb_encode(sb);
+	seed("sb", "valid-64-states", 1, rec, trim_zeroes(rec, sizeof(rec)));
+
+	/* The whole record, unpadded: the decoder's exact-length path. */
+	sb_make(sb, 4, "full", 1024, 1023, 3);
+	sb_encode(sb);
+	seed("sb", "valid-1024-unpadded", 0, rec, sizeof(rec));
+}
+
+/* ---- assembly ---- */
+
+/* One drive of a fuzz-sb-assemble input: kind 0 and the compact record. */
+static void asm_drive(const struct za_sb *sb)
+{
+	size_t tab = (size_t)sb->nr_members * 64;
+
+	sb_encode(sb);
+	b_u8(0);
+	b_le16((uint16_t)(ZA_FUZZ_SB_HDR_USED + tab));
+	b_bytes(rec, ZA_FUZZ_SB_HDR_USED);
+	b_bytes(rec + 4096, tab);
+}
+
+static void asm_seed(const char *name, unsigned nr_drives, uint8_t sel,
+		     const struct za_sb *const *drives, const uint8_t *kinds)
+{
+	unsigned i;
+
+	b_reset();
+	b_u8(sel);
+	for (i = 0; i < nr_drives; i++) {
+		if (drives[i])
+			asm_drive(drives[i]);
+		else
+			b_u8(kinds[i]);
+	}
+	seed("sb-assemble", name, (uint8_t)nr_drives, B.b, B.n);
+}
+
+static void seeds_sb_assemble(void)
+{
+	static struct za_sb d[6];
+	const struct za_sb *drv[8];
+	uint8_t kinds[8] = { 0 };
+	unsigned i;
+
+	for (i = 0; i < 3; i++) {
+		sb_make(&d[i], 1, "archive", 3, i, 5);
+		drv[i] = &d[i];
+	}
+	asm_seed("healthy-3", 3, 0, drv, kinds);
+	asm_seed("healthy-3-by-name", 3, 2, drv, kinds);
+	asm_seed("no-such-name", 3, 1, drv, kinds);
+
+	/* A crash during an update: drive 2 still has generation 4. */
+	d[2].generation = 4;
+	drv[3] = NULL;
+	kinds[3] = 1; /* blank */
+	drv[4] = NULL;
+	kinds[4] = 2; /* corrupt */
+	sb_make(&d[3], 9, "other", 3, 0, 2);
+	drv[5] = &d[3];
+	asm_seed("stale-blank-corrupt-foreign", 6, 0, drv, kinds);
+
+	/* The reference says member 1 failed; its drive came back. */
+	for (i = 0; i < 3; i++) {
+		sb_make(&d[i], 1, "archive", 3, i, 6);
+		d[i].members[1].state = ZA_MEMBER_FAILED;
+		drv[i] = &d[i];
+	}
+	d[1].generation = 5;
+	d[1].members[1].state = ZA_MEMBER_ONLINE;
+	asm_seed("failed-member-returns", 3, 0, drv, kinds);
+
+	/* Two drives claim member 0. */
+	for (i = 0; i < 3; i++)
+		sb_make(&d[i], 1, "archive", 3, i, 5);
+	sb_make(&d[3], 1, "archive", 3, 0, 4);
+	drv[3] = &d[3];
+	asm_seed("duplicate-member", 4, 0, drv, kinds);
+
+	/* Same name, two arrays; and two arrays equally new. */
+	sb_make(&d[3], 2, "archive", 3, 0, 3);
+	asm_seed("two-arrays-one-name", 4, 2, drv, kinds);
+	sb_make(&d[3], 2, "other", 3, 0, 5);
+	asm_seed("two-arrays-tie", 4, 0, drv, kinds);
+
+	/* A drive whose uuid the reference does not know. */
+	sb_make(&d[3], 1, "archive", 3, 0, 5);
+	uuid_of(&d[3].member_uuid, 7, 7);
+	d[3].members[0].uuid = d[3].member_uuid;
+	asm_seed("unknown-member", 4, 0, drv, kinds);
+
+	/* Eight drives of a 6+2 array, one missing and one read error. */
+	for (i = 0; i < 8; i++) {
+		static struct za_sb w[8];
+
+		sb_make(&w[i], 5, "wide", 8, i, 11);
+		drv[i] = &w[i];
+	}
+	drv[6] = NULL;
+	kinds[6] = 3;
+	drv[7] = NULL;
+	kinds[7] = 1;
+	asm_seed("wide-missing-two", 8, 0, drv, kinds);
+}
+
+/* ---- control protocol ---- */
+
+static void rpc_frame_body(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *p = malloc(n ? n : 1);
+
+	if (!p)
+		die("malloc");
+	protobuf_c_message_pack(m, p);
+	b_be32((uint32_t)n);
+	b_bytes(p, n);
+	free(p);
+}
+
+static void rpc_req(const char *name, Zarray__Request *r)
+{
+	b_reset();
+	rpc_frame_body(&r->base);
+	seed("rpc", name, 0, B.b, B.n);
+}
+
+static void rpc_resp(const char *name, Zarray__Response *r)
+{
+	b_reset();
+	rpc_frame_body(&r->base);
+	seed("rpc", name, 1, B.b, B.n);
+}
+
+static void seeds_rpc(void)
+{
+	static char *paths[] = { (char *)"/dev/sda", (char *)"/dev/sdb",
+				 (char *)"/var/lib/zarray/d2.img" };
+	Zarray__Request rq = ZARRAY__REQUEST__INIT;
+	Zarray__Ping ping = ZARRAY__PING__INIT;
+	Zarray__Create create = ZARRAY__CREATE__INIT;
+	Zarray__Status status = ZARRAY__STATUS__INIT;
+	Zarray__Replace replace = ZARRAY__REPLACE__INIT;
+	Zarray__Rebuild rebuild = ZARRAY__REBUILD__INIT;
+	Zarray__Watch watch = ZARRAY__WATCH__INIT;
+	Zarray__Export exp = ZARRAY__EXPORT__INIT;
+	Zarray__Response rs = ZARRAY__RESPONSE__INIT;
+	Zarray__Error err = ZARRAY__ERROR__INIT;
+	Zarray__ArrayList list = ZARRAY__ARRAY_LIST__INIT;
+	Zarray__ArrayStatus as = ZARRAY__ARRAY_STATUS__INIT;
+	Zarray__ArrayStatus *asp = &as;
+	Zarray__MemberStatus ms = ZARRAY__MEMBER_STATUS__INIT;
+	Zarray__MemberStatus *msp[2] = { &ms, &ms };
+	Zarray__JobStatus js = ZARRAY__JOB_STATUS__INIT;
+	Zarray__JobStatus *jsp = &js;
+	Zarray__Event ev = ZARRAY__EVENT__INIT;
+	Zarray__Pong pong = ZARRAY__PONG__INIT;
+
+	rq.version = ZA_RPC_VERSION;
+	rq.id = 1;
+	rq.body_case = ZARRAY__REQUEST__BODY_PING;
+	rq.ping = &ping;
+	rpc_req("req-ping", &rq);
+	rq.version = 2;
+	rpc_req("req-ping-v2", &rq);
+	rq.version = ZA_RPC_VERSION;
+
+	create.name = (char *)"archive";
+	create.k = 4;
+	create.p = 2;
+	create.has_chunk_bytes = true;
+	create.chunk_bytes = 65536;
+	create.n_paths = 3;
+	create.paths = paths;
+	create.tcp = (char *)"127.0.0.1:10809";
+	rq.id = 2;
+	rq.body_case = ZARRAY__REQUEST__BODY_CREATE;
+	rq.create = &create;
+	rpc_req("req-create", &rq);
+
+	rq.body_case = ZARRAY__REQUEST__BODY_STATUS;
+	rq.status = &status;
+	rpc_req("req-status-all", &rq);
+	status.name = (char *)"archive";
+	rpc_req("req-status", &rq);
+
+	replace.name = (char *)"archive";
+	replace.old_path = paths[0];
+	replace.new_path = paths[2];
+	rq.body_case = ZARRAY__REQUEST__BODY_REPLACE;
+	rq.replace = &replace;
+	rpc_req("req-replace", &rq);
+
+	rebuild.name = (char *)"archive";
+	rebuild.action = ZARRAY__REBUILD_ACTION__REBUILD_START;
+	rebuild.has_rate_bps = true;
+	rebuild.rate_bps = 100 << 20;
+	rq.body_case = ZARRAY__REQUEST__BODY_REBUILD;
+	rq.rebuild = &rebuild;
+	rpc_req("req-rebuild", &rq);
+
+	watch.name = (char *)"archive";
+	rq.body_case = ZARRAY__REQUEST__BODY_WATCH;
+	rq.watch = &watch;
+	rpc_req("req-watch", &rq);
+
+	exp.name = (char *)"archive";
+	exp.tcp = (char *)"0";
+	rq.body_case = ZARRAY__REQUEST__BODY_EXPORT;
+	rq.export = &exp;
+	rpc_req("req-export", &rq);
+
+	/* No body: what an old daemon sees of a newer command. */
+	rq.body_case = ZARRAY__REQUEST__BODY__NOT_SET;
+	rpc_req("req-no-body", &rq);
+
+	rs.version = ZA_RPC_VERSION;
+	rs.id = 2;
+	err.code = ZARRAY__ERROR_CODE__ERR_NOT_FOUND;
+	err.message = (char *)"no array called 'archive'";
+	err.has_errno_value = true;
+	err.errno_value = ENOENT;
+	rs.error = &err;
+	rpc_resp("resp-error", &rs);
+	rs.error = NULL;
+
+	pong.daemon_version = (char *)"0.1.0";
+	pong.has_protocol_version = true;
+	pong.protocol_version = 1;
+	rs.body_case = ZARRAY__RESPONSE__BODY_PONG;
+	rs.pong = &pong;
+	rpc_resp("resp-pong", &rs);
+
+	ms.path = paths[0];
+	ms.uuid = (char *)"01234567-89ab-cdef-0123-456789abcdef";
+	ms.index = 1;
+	ms.state = ZARRAY__MEMBER_STATE__MEMBER_ONLINE;
+	ms.size_bytes = 1ull << 40;
+	js.kind = ZARRAY__JOB_KIND__JOB_REBUILD;
+	js.state = ZARRAY__JOB_STATE__JOB_RUNNING;
+	js.done_bytes = 10;
+	js.total_bytes = 100;
+	as.name = (char *)"archive";
+	as.uuid = ms.uuid;
+	as.state = ZARRAY__ARRAY_STATE__ARRAY_DEGRADED;
+	as.data = 4;
+	as.parity = 2;
+	as.chunk_bytes = 65536;
+	as.n_members = 2;
+	as.members = msp;
+	as.n_jobs = 1;
+	as.jobs = &jsp;
+	as.export_uri = (char *)"nbd+unix:///archive?socket=/run/zarray/a";
+	list.n_arrays = 1;
+	list.arrays = &asp;
+	rs.body_case = ZARRAY__RESPONSE__BODY_ARRAYS;
+	rs.arrays = &list;
+	rpc_resp("resp-arrays", &rs);
+
+	ev.name = (char *)"archive";
+	ev.state = ZARRAY__ARRAY_STATE__ARRAY_HEALTHY;
+	ev.n_jobs = 1;
+	ev.jobs = &jsp;
+	rs.body_case = ZARRAY__RESPONSE__BODY_EVENT;
+	rs.event = &ev;
+	rs.has_more = true;
+	rs.more = true;
+	rpc_resp("resp-event", &rs);
+
+	/* Frame headers out of range, and bodies that do not decode. */
+	b_reset();
+	b_be32(0);
+	seed("rpc", "len-zero", 0, B.b, B.n);
+	b_reset();
+	b_be32(ZA_RPC_MAX_FRAME_BYTES + 1);
+	b_u8(0x08);
+	seed("rpc", "len-over-cap", 0, B.b, B.n);
+	b_reset();
+	b_be32(3);
+	b_u8(0x08);
+	b_u8(0x01);
+	b_u8(0x82); /* a varint cut short */
+	seed("rpc", "truncated-varint", 0, B.b, B.n);
+	b_reset();
+	b_be32(4);
+	b_u8(0x8a); /* field 17 (create), length-delimited */
+	b_u8(0x01);
+	b_u8(0xff); /* length beyond the body */
+	b_u8(0x7f);
+	seed("rpc", "submessage-too-long", 0, B.b, B.n);
+}
+
+/* ---- control socket streams ---- */
+
+static void frame_req(uint32_t version, uint64_t id, int body)
+{
+	Zarray__Request rq = ZARRAY__REQUEST__INIT;
+	Zarray__Ping ping = ZARRAY__PING__INIT;
+	Zarray__Stop stop = ZARRAY__STOP__INIT;
+
+	rq.version = version;
+	rq.id = id;
+	if (body == 0) {
+		rq.body_case = ZARRAY__REQUEST__BODY_PING;
+		rq.ping = &ping;
+	} else {
+		stop.name = (char *)"archive";
+		rq.body_case = ZARRAY__REQUEST__BODY_STOP;
+		rq.stop = &stop;
+	}
+	rpc_frame_body(&rq.base);
+}
+
+static void seeds_rpc_server(void)
+{
+	uint8_t m;
+
+	for (m = 0; m < 4; m++) {
+		char name[64];
+
+		b_reset();
+		frame_req(ZA_RPC_VERSION, 1, 0);
+		frame_req(ZA_RPC_VERSION, 2, 1);
+		frame_req(ZA_RPC_VERSION, 3, 0);
+		snprintf(name, sizeof(name), "three-requests-mode%u", m);
+		seed("rpc-server", name, m, B.b, B.n);
+	}
+	b_reset();
+	frame_req(ZA_RPC_VERSION, 1, 0);
+	frame_req(ZA_RPC_VERSION, 2, 1);
+	seed("rpc-server", "small-bufs-more", 4 | 2, B.b, B.n);
+	seed("rpc-server", "two-peers-deferred", 8 | 1, B.b, B.n);
+	b_reset();
+	frame_req(ZA_RPC_VERSION, 1, 0);
+	frame_req(7, 2, 0);
+	frame_req(ZA_RPC_VERSION, 3, 0);
+	seed("rpc-server", "bad-version", 0, B.b, B.n);
+	b_reset();
+	frame_req(ZA_RPC_VERSION, 1, 0);
+	b_be32(0);
+	seed("rpc-server", "len-zero", 0, B.b, B.n);
+	b_reset();
+	b_be32(ZA_RPC_MAX_FRAME_BYTES + 1);
+	seed("rpc-server", "len-over-cap", 0, B.b, B.n);
+	b_reset();
+	b_be32(5);
+	b_fill(0xff, 5);
+	seed("rpc-server", "garbage-body", 1, B.b, B.n);
+	b_reset();
+	frame_req(ZA_RPC_VERSION, 1, 1);
+	B.n -= 3;
+	seed("rpc-server", "cut-in-body", 2, B.b, B.n);
+	b_reset();
+	b_u8(0);
+	b_u8(0);
+	seed("rpc-server", "cut-in-header", 0, B.b, B.n);
+}
+
+/* ---- NBD ---- */
+
+#define NBD_OPT_EXPORT_NAME 1
+#define NBD_OPT_ABORT 2
+#define NBD_OPT_LIST 3
+#define NBD_OPT_INFO 6
+#define NBD_OPT_GO 7
+#define NBD_INFO_NAME 1
+#define NBD_INFO_DESCRIPTION 2
+#define NBD_INFO_BLOCK_SIZE 3
+#define NBD_CMD_READ 0
+#define NBD_CMD_WRITE 1
+#define NBD_CMD_DISC 2
+#define NBD_CMD_FLUSH 3
+#define NBD_CMD_TRIM 4
+#define NBD_CMD_WRITE_ZEROES 6
+#define NBD_CMD_FLAG_FUA 1
+#define NBD_CMD_FLAG_NO_HOLE 2
+#define NBD_REQUEST_MAGIC 0x25609513u
+
+static void nbd_opt(uint32_t opt, const void *body, uint32_t len)
+{
+	b_bytes("IHAVEOPT", 8);
+	b_be32(opt);
+	b_be32(len);
+	b_bytes(body, len);
+}
+
+/* OPT_GO / OPT_INFO with @name and @nr info requests. */
+static void nbd_opt_go(uint32_t opt, const char *name, unsigned nr,
+		       const uint16_t *infos)
+{
+	static uint8_t body[8192];
+	size_t nl = strlen(name), n = 0;
+	unsigned i;
+
+	if (nl + 6 + 2 * nr > sizeof(body)) {
+		fprintf(stderr, "make-seeds: option too long\n");
+		exit(1);
+	}
+
+	body[0] = (uint8_t)(nl >> 24);
+	body[1] = (uint8_t)(nl >> 16);
+	body[2] = (uint8_t)(nl >> 8);
+	body[3] = (uint8_t)nl;
+	n = 4;
+	memcpy(body + n, name, nl);
+	n += nl;
+	body[n++] = (uint8_t)(nr >> 8);
+	body[n++] = (uint8_t)nr;
+	for (i = 0; i < nr; i++) {
+		body[n++] = (uint8_t)(infos[i] >> 8);
+		body[n++] = (uint8_t)infos[i];
+	}
+	nbd_opt(opt, body, (uint32_t)n);
+}
+
+static void nbd_req(uint16_t flags, uint16_t type, uint64_t cookie,
+		    uint64_t off, uint32_t len)
+{
+	b_be32(NBD_REQUEST_MAGIC);
+	b_be16(flags);
+	b_be16(type);
+	b_be64(cookie);
+	b_be64(off);
+	b_be32(len);
+}
+
+static void nbd_write(uint16_t flags, uint64_t off, uint32_t len)
+{
+	nbd_req(flags, NBD_CMD_WRITE, off, off, len);
+	b_fill((uint8_t)(off >> 12), len);
+}
+
+/* A short session: a write, a read back, a flush, a disconnect. */
+static void nbd_session(void)
+{
+	nbd_write(0, 4096, 4096);
+	nbd_req(0, NBD_CMD_READ, 2, 4096, 4096);
+	nbd_req(0, NBD_CMD_FLUSH, 3, 0, 0);
+	nbd_req(0, NBD_CMD_DISC, 4, 0, 0);
+}
+
+/* An NBD seed: the harness's two mode bytes, then the stream in B. */
+static void nbd_seed(const char *target, const char *name, uint8_t mode,
+		     uint8_t mode2)
+{
+	uint8_t *buf = malloc(B.n + 1);
+
+	if (!buf)
+		die("malloc");
+	buf[0] = mode2;
+	memcpy(buf + 1, B.b, B.n);
+	seed(target, name, mode, buf, B.n + 1);
+	free(buf);
+}
+
+static void seeds_nbd_handshake(void)
+{
+	static const uint16_t infos[] = { NBD_INFO_NAME, NBD_INFO_DESCRIPTION,
+					  NBD_INFO_BLOCK_SIZE, 99 };
+	unsigned i;
+
+	b_reset();
+	b_be32(3);
+	nbd_opt_go(NBD_OPT_GO, "", 0, NULL);
+	nbd_session();
+	nbd_seed("nbd-handshake", "go-default", 0, 0);
+
+	b_reset();
+	b_be32(1);
+	nbd_opt_go(NBD_OPT_INFO, "fuzz", 4, infos);
+	nbd_opt_go(NBD_OPT_GO, "fuzz", 3, infos);
+	nbd_session();
+	nbd_seed("nbd-handshake", "info-then-go", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	nbd_opt(NBD_OPT_LIST, NULL, 0);
+	nbd_opt(NBD_OPT_ABORT, NULL, 0);
+	nbd_seed("nbd-handshake", "list-abort", 0, 0);
+
+	b_reset();
+	b_be32(1);
+	nbd_opt(NBD_OPT_EXPORT_NAME, "fuzz", 4);
+	nbd_session();
+	nbd_seed("nbd-handshake", "export-name", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	nbd_opt(99, "abc", 3);
+	nbd_opt(NBD_OPT_LIST, "x", 1);
+	nbd_opt_go(NBD_OPT_GO, "nope", 0, NULL);
+	nbd_opt_go(NBD_OPT_GO, "", 0, NULL);
+	nbd_session();
+	nbd_seed("nbd-handshake", "unknown-bad-name-go", 0, 0);
+
+	b_reset();
+	b_be32(0);
+	nbd_opt_go(NBD_OPT_GO, "", 0, NULL);
+	nbd_seed("nbd-handshake", "not-fixed-newstyle", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	b_bytes("IHAVEOPX", 8);
+	b_be32(NBD_OPT_GO);
+	b_be32(0);
+	nbd_seed("nbd-handshake", "bad-opt-magic", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	b_bytes("IHAVEOPT", 8);
+	b_be32(NBD_OPT_GO);
+	b_be32(6);
+	b_be32(100); /* name longer than the option */
+	b_be16(0);
+	nbd_seed("nbd-handshake", "go-name-overruns", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	b_bytes("IHAVEOPT", 8);
+	b_be32(NBD_OPT_INFO);
+	b_be32(1u << 20); /* above the option body cap */
+	nbd_seed("nbd-handshake", "opt-too-long", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	nbd_opt_go(NBD_OPT_GO, "", 0, NULL);
+	nbd_session();
+	nbd_seed("nbd-handshake", "go-shutdown", 0x80, 0);
+	nbd_seed("nbd-handshake", "go-deferred-errors", 0x0c, 0);
+	nbd_seed("nbd-handshake", "go-small-bufs-two-clients", 0x04, 3);
+
+	b_reset();
+	b_be32(3);
+	{
+		static char name[5001];
+
+		memset(name, 'n', sizeof(name) - 1);
+		nbd_opt_go(NBD_OPT_GO, name, 0, NULL);
+	}
+	nbd_seed("nbd-handshake", "go-name-over-4096", 0, 0);
+
+	b_reset();
+	b_be32(3);
+	for (i = 0; i < 1100; i++)
+		nbd_opt(99, NULL, 0);
+	nbd_seed("nbd-handshake", "over-1024-options", 0, 0);
+}
+
+static void seeds_nbd_transmission(void)
+{
+	unsigned i;
+
+	b_reset();
+	nbd_session();
+	nbd_seed("nbd-transmission", "session", 0, 0);
+	nbd_seed("nbd-transmission", "session-deferred", 0x04, 0);
+	nbd_seed("nbd-transmission", "session-errors", 0x0c, 0);
+	nbd_seed("nbd-transmission", "session-export-name", 0x40, 0);
+	nbd_seed("nbd-transmission", "session-shutdown", 0x80, 0);
+	nbd_seed("nbd-transmission", "session-size-4096", 0x02, 0);
+	nbd_seed("nbd-transmission", "session-size-0", 0x03, 0);
+	nbd_seed("nbd-transmission", "session-small-bufs", 0x04, 1);
+	nbd_seed("nbd-transmission", "session-two-clients", 0x04, 2);
+
+	/* Above the 64 KiB input buffer: read straight into the request. */
+	b_reset();
+	nbd_write(0, 0, 72 << 10);
+	nbd_req(0, NBD_CMD_READ, 2, 0, 72 << 10);
+	nbd_req(0, NBD_CMD_DISC, 3, 0, 0);
+	nbd_seed("nbd-transmission", "write-read-72k", 0, 0);
+	nbd_seed("nbd-transmission", "write-read-72k-small-bufs", 0x04, 1);
+
+	b_reset();
+	nbd_write(NBD_CMD_FLAG_FUA, 0, 8192);
+	nbd_req(NBD_CMD_FLAG_FUA, NBD_CMD_TRIM, 1, 4096, 8192);
+	nbd_req(NBD_CMD_FLAG_NO_HOLE, NBD_CMD_WRITE_ZEROES, 2, 0, 4096);
+	nbd_req(NBD_CMD_FLAG_FUA, NBD_CMD_WRITE_ZEROES, 3, 8192, 4096);
+	nbd_req(0, NBD_CMD_READ, 4, 0, 16384);
+	nbd_seed("nbd-transmission", "fua-trim-zeroes", 0x04, 0);
+
+	b_reset();
+	nbd_req(0, NBD_CMD_READ, 1, 1u << 20, 4096); /* past the end */
+	nbd_req(0, NBD_CMD_READ, 2, 100, 4096); /* unaligned */
+	nbd_req(0, NBD_CMD_READ, 3, 0, 0); /* empty */
+	nbd_req(0, 9, 4, 0, 4096); /* unknown command */
+	nbd_req(0x80, NBD_CMD_FLUSH, 5, 0, 0); /* unknown flag */
+	nbd_req(0, NBD_CMD_TRIM, 6, (1u << 20) - 4096, 8192);
+	nbd_req(0, NBD_CMD_READ, 7, UINT64_MAX - 4095, 8192); /* wraps */
+	nbd_write(0, 4096, 4096);
+	nbd_req(0, NBD_CMD_DISC, 8, 0, 0);
+	nbd_seed("nbd-transmission", "bad-requests", 0, 0);
+
+	b_reset();
+	nbd_write(0, 12, 4096); /* refused, payload still read */
+	nbd_write(0, (1u << 20), 4096);
+	nbd_req(0, NBD_CMD_READ, 9, 0, 4096);
+	nbd_seed("nbd-transmission", "refused-writes", 0, 0);
+
+	b_reset();
+	nbd_req(0, NBD_CMD_WRITE, 1, 0, (64u << 10) + 4096); /* above limit */
+	b_fill(1, 64);
+	nbd_seed("nbd-transmission", "write-over-payload", 0x10, 0);
+
+	b_reset();
+	for (i = 0; i < 8; i++)
+		nbd_req(0, NBD_CMD_READ, i, (uint64_t)i * 32768, 32768);
+	nbd_req(0, NBD_CMD_DISC, 99, 0, 0);
+	nbd_seed("nbd-transmission", "reads-over-cap-reqs", 0x24, 0);
+	nbd_seed("nbd-transmission", "reads-over-cap-bytes", 0x34, 0);
+
+	b_reset();
+	b_be32(0x25609514);
+	b_fill(0, 24);
+	nbd_seed("nbd-transmission", "bad-magic", 0, 0);
+
+	b_reset();
+	nbd_req(0, NBD_CMD_WRITE, 1, 0, 8192);
+	b_fill(7, 5000); /* EOF inside the payload */
+	nbd_seed("nbd-transmission", "eof-in-payload", 0x04, 0);
+}
+
+/* ---- emulated drives ---- */
+
+#define EMU_HDR_CRC_OFF 4092u
+#define EMU_UNDO_IDX_OFF 120u
+#define EMU_UNDO_SLOTS_OFF 152u
+
+static char emu_dir[] = "/tmp/za-make-seeds.XXXXXX";
+static char emu_path[300];
+
+/* The drive file's metadata: header, zone table, undo log index. */
+static size_t emu_meta(uint8_t *buf, size_t cap)
+{
+	int fd = open(emu_path, O_RDONLY | O_CLOEXEC);
+	uint8_t hdr[4096];
+	uint64_t end;
+	ssize_t n;
+
+	if (fd < 0 || pread(fd, hdr, sizeof(hdr), 0) != sizeof(hdr))
+		die(emu_path);
+	end = za_get_le64(hdr + EMU_UNDO_IDX_OFF) + 8 +
+	      8 * za_get_le64(hdr + EMU_UNDO_SLOTS_OFF);
+	if (end > cap) {
+		fprintf(stderr, "make-seeds: drive metadata too large\n");
+		exit(1);
+	}
+	n = pread(fd, buf, end, 0);
+	if (n != (ssize_t)end)
+		die(emu_path);
+	close(fd);
+	return (size_t)end;
+}
+
+static void emu_create(const struct za_emu_params *p)
+{
+	unlink(emu_path);
+	if (za_emu_create(emu_path, p, true)) {
+		fprintf(stderr, "make-seeds: za_emu_create failed\n");
+		exit(1);
+	}
+}
+
+/* Break one byte of the drive metadata in B; the harness fixes CRCs. */
+static void emu_broken(const char *name, size_t len, unsigned off, uint8_t val,
+		       uint8_t mode)
+{
+	uint8_t *m = malloc(len);
+
+	if (!m)
+		die("malloc");
+	memcpy(m, B.b, len);
+	m[off] = val;
+	seed("emu", name, mode, m, len);
+	free(m);
+}
+
+static void seeds_emu(void)
+{
+	struct za_emu_params p;
+	struct za_io *io;
+	struct za_dev *dev;
+	static uint8_t data[64 << 10] __attribute__((aligned(4096)));
+	size_t len;
+
+	if (!mkdtemp(emu_dir))
+		die("mkdtemp");
+	snprintf(emu_path, sizeof(emu_path), "%s/drive", emu_dir);
+	if (za_io_new(NULL, &io))
+		exit(1);
+
+	/* SMR: 8 zones of 64 KiB, one conventional, a 64 KiB cache. */
+	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
+	p.size_bytes = 8 * (64 << 10);
+	p.zone_size_bytes = 64 << 10;
+	p.nr_conv_zones = 1;
+	p.max_open_zones = 4;
+	p.max_io_bytes = 64 << 10;
+	p.max_append_bytes = 64 << 10;
+	p.cache_bytes = 64 << 10;
+	emu_create(&p);
+	len = emu_meta(B.b, sizeof(B.b));
+	seed("emu", "smr-blank", 0x04, B.b, len);
+	seed("emu", "smr-blank-rdonly", 0x0c, B.b, len);
+	seed("emu", "smr-truncated", 0x00, B.b, len);
+	emu_broken("hdr-zone-size", len, 33, 0xf0, 0x05);
+	emu_broken("hdr-nr-conv", len, 52, 8, 0x05);
+	emu_broken("hdr-nr-zones", len, 48, 9, 0x05);
+	emu_broken("hdr-model", len, 16, 3, 0x05);
+	emu_broken("hdr-version", len, 8, 2, 0x05);
+	emu_broken("hdr-gran", len, 57, 0x30, 0x05);
+	emu_broken("hdr-cache", len, 80, 1, 0x05);
+	emu_broken("hdr-layout", len, 136, 1, 0x05);
+	emu_broken("hdr-open-above-active", len, 64, 1, 0x05);
+	emu_broken("zone-bad-cond", len, 4096 + 32 * 2 + 16, 7, 0x07);
+	emu_broken("zone-empty-with-wp", len, 4096 + 32 * 2 + 1, 0x10, 0x07);
+	emu_broken("zone-wp-past-cap", len, 4096 + 32 * 2 + 2, 0x10, 0x07);
+	emu_broken("zone-conv-cond", len, 4096 + 16, 1, 0x07);
+	emu_broken("zone-bad-crc", len, 4096 + 32 * 3 + 20, 1, 0x05);
+	emu_broken("undo-count-big", len, 4096 + 32 * 8, 17, 0x07);
+	seed("emu", "short", 0x00, B.b, 100);
+
+	/* Unflushed writes: undo entries, write pointers above flushed. */
+	if (za_dev_open(io, emu_path, 0, &dev))
+		exit(1);
+	memset(data, 0x5a, sizeof(data));
+	if (za_dev_io_sync(dev, ZA_DEV_OP_WRITE, 8192, data, 8192, NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_WRITE, 64 << 10, data, 16384, NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_FLUSH, 0, NULL, 0, NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_WRITE, (64 << 10) + 16384, data, 8192,
+			   NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_WRITE, 0, data, 4096, NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_WRITE, 2 * (64 << 10), data, 64 << 10,
+			   NULL)) {
+		fprintf(stderr, "make-seeds: writing the emulated drive\n");
+		exit(1);
+	}
+	za_dev_close(dev);
+	len = emu_meta(B.b, sizeof(B.b));
+	seed("emu", "smr-dirty-powercut", 0x14, B.b, len);
+	seed("emu", "smr-dirty-rdonly", 0x0c, B.b, len);
+	emu_broken("undo-offset-seq", len, 4096 + 32 * 8 + 8 + 2, 0x02, 0x07);
+
+	/* ZNS: capacity below the zone size, open/active limits. */
+	za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+	p.size_bytes = 6 * (128 << 10);
+	p.zone_size_bytes = 128 << 10;
+	p.zone_cap_bytes = 96 << 10;
+	p.max_open_zones = 2;
+	p.max_active_zones = 3;
+	p.max_io_bytes = 64 << 10;
+	p.max_append_bytes = 32 << 10;
+	p.cache_bytes = 0;
+	emu_create(&p);
+	if (za_dev_open(io, emu_path, 0, &dev))
+		exit(1);
+	if (za_dev_io_sync(dev, ZA_DEV_OP_WRITE, 0, data, 8192, NULL) ||
+	    za_dev_io_sync(dev, ZA_DEV_OP_FINISH, 128 << 10, NULL, 0, NULL)) {
+		fprintf(stderr, "make-seeds: writing the ZNS drive\n");
+		exit(1);
+	}
+	za_dev_close(dev);
+	len = emu_meta(B.b, sizeof(B.b));
+	seed("emu", "zns-open-full", 0x14, B.b, len);
+	emu_broken("zns-full-wrong-wp", len, 4096 + 32 + 1, 0x10, 0x07);
+	emu_broken("zns-closed-empty", len, 4096 + 32 * 2 + 16, 4, 0x07);
+
+	unlink(emu_path);
+	rmdir(emu_dir);
+	za_io_free(io);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 2) {
+		fprintf(stderr, "usage: make-seeds [CORPUS-DIR]\n");
+		return 2;
+	}
+	if (argc == 2)
+		top = argv[1];
+	if (mkdir(top, 0755) < 0 && errno != EEXIST)
+		die(top);
+	seeds_stripe();
+	seeds_sb();
+	seeds_sb_assemble();
+	seeds_rpc();
+	seeds_rpc_server();
+	seeds_nbd_handshake();
+	seeds_nbd_transmission();
+	seeds_emu();
+	printf("make-seeds: %u seed files written under %s\n", nr_written, top);
+	return 0;
+}
