@@ -74,6 +74,7 @@ enum zkind {
 	Z_RESERVED, /* superblock or conventional */
 	Z_USED,
 	Z_BAD,
+	Z_UNCLAIMED, /* recovery: holds data no segment has claimed yet */
 };
 
 struct member {
@@ -1845,6 +1846,8 @@ static struct za_segment *rec_segment(struct za_engine *e,
 		if (m->zkind && m->zkind[g->zone[i]] == Z_FREE) {
 			m->zkind[g->zone[i]] = Z_USED;
 			m->free_zones--;
+		} else if (m->zkind && m->zkind[g->zone[i]] == Z_UNCLAIMED) {
+			m->zkind[g->zone[i]] = Z_USED;
 		}
 	}
 	grp->segs[h->group_idx] = g;
@@ -2032,8 +2035,18 @@ int za_engine_recover(struct za_engine *e,
 
 		if (!readable(m))
 			continue;
-		for (z = 0; z < m->nr_zones && !ret; z++)
+		/* Claimed when a header (of any column) names the zone. */
+		for (z = 0; z < m->nr_zones; z++)
 			if (m->zkind[z] == Z_USED)
+				m->zkind[z] = Z_UNCLAIMED;
+	}
+	for (mi = 0; mi < e->nr_members && !ret; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones && !ret; z++)
+			if (m->zkind[z] == Z_UNCLAIMED || m->zkind[z] == Z_USED)
 				ret = rec_scan_zone(&rc, mi, z);
 	}
 	if (ret)
@@ -2112,30 +2125,18 @@ int za_engine_recover(struct za_engine *e,
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
 
-		if (!writable(m))
-			continue;
 		for (z = 0; z < m->nr_zones; z++) {
-			bool claimed = false;
-			struct za_segment *g;
-			unsigned h2, c;
-
-			if (m->zkind[z] != Z_USED)
+			if (m->zkind[z] != Z_UNCLAIMED)
 				continue;
-			for (h2 = 0; h2 < SEG_HASH && !claimed; h2++)
-				for (g = e->hash[h2]; g && !claimed;
-				     g = g->hnext)
-					for (c = 0; c < g->st->l.width; c++)
-						claimed |= g->member[c] == mi &&
-							   g->zone[c] == z;
-			if (claimed)
-				continue;
-			if (za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
+			/* Only a writable drive is reset; keep the rest. */
+			m->zkind[z] = Z_USED;
+			if (!writable(m) ||
+			    za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
 					   (uint64_t)z * m->zone_bytes, NULL, 0,
-					   NULL) == 0) {
-				m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE :
-								   Z_BAD;
-				m->free_zones += m->zkind[z] == Z_FREE;
-			}
+					   NULL))
+				continue;
+			m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE : Z_BAD;
+			m->free_zones += m->zkind[z] == Z_FREE;
 		}
 	}
 	/* Recovered segments take no more stripes: finish partial zones. */
