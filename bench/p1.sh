@@ -1,0 +1,177 @@
+#!/bin/bash
+# bench/p1.sh - P1 of the design brief: NBD write throughput of zarrayd's
+# export against the reference NBD server, measured side by side in one
+# run with the same client. zarrayd serves a 10+2 array on 12 memory-backed
+# emulated drives (sparse files in /dev/shm); nbdkit serves `memory` (the
+# target's reference) and `file` on a file in the same tmpfs (a second
+# peer, for context), both on Unix sockets like the export. The client is
+# fio --ioengine=nbd with the same options for every server: sequential
+# 1 MiB writes (iodepth 8) and random 4 KiB writes (iodepth 32, the same
+# offsets for every server), each ending with a FLUSH (end_fsync=1) so that
+# acknowledged-from-memory writes are paid for. Servers take turns within
+# each round; the figure is the median over rounds (5, or 1 with --quick):
+# the first round of nbdkit also pays for first-touch page allocation, the
+# later ones overwrite in place, while zarray's log always writes new zones.
+# It does not tune anything, assert a target or keep the drives.
+# Usage: bench/p1.sh [-b BUILDDIR] [--quick] [--out FILE.json]
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+quick=0
+out=
+while [ $# -gt 0 ]; do
+	case $1 in
+	-b) build=$(cd "$2" && pwd); shift 2 ;;
+	--quick) quick=1; shift ;;
+	--out) out=$2; shift 2 ;;
+	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "usage: bench/p1.sh [-b BUILDDIR] [--quick] [--out FILE]" >&2; exit 2 ;;
+	esac
+done
+out=${out:-$build/bench-p1.json}
+zarray=$build/cli/zarray
+zarrayd=$build/src/zarrayd
+for b in "$zarray" "$zarrayd"; do
+	[ -x "$b" ] || { echo "bench/p1.sh: missing $b: build first" >&2; exit 1; }
+done
+for c in fio nbdkit nbdinfo python3; do
+	command -v "$c" >/dev/null || { echo "bench/p1.sh: $c is not installed" >&2; exit 1; }
+done
+
+if [ $quick = 1 ]; then
+	drive=4G seq=256M rand_s=2 rounds=1
+else
+	drive=4G seq=1G rand_s=5 rounds=5
+fi
+rand_region=1G rand_off=2G
+
+dir=/dev/shm
+[ -w "$dir" ] || dir=${TMPDIR:-/tmp}
+work=$(mktemp -d "$dir/za-p1.XXXXXX")
+pids=()
+cleanup() {
+	local p _
+	for p in "${pids[@]:-}"; do
+		[ -z "$p" ] || kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]:-}"; do
+		[ -n "$p" ] || continue
+		for _ in $(seq 50); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# wait_for CMD...: until it succeeds (10 s at most).
+wait_for() {
+	local _
+	for _ in $(seq 200); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+echo "== P1: 12 emulated drives of $drive in $dir, 10+2, zarrayd" >&2
+"$zarray" emu create --size "$drive" --zone-size 256M "$work"/d{00..11}.img >/dev/null
+export ZARRAY_SOCKET=$work/run/zarrayd.sock
+"$zarrayd" -f -s "$ZARRAY_SOCKET" --run-dir "$work/run" --state-dir "$work/state" \
+	>"$work/daemon.log" 2>&1 &
+pids+=($!)
+wait_for "$zarray" list || { echo "zarrayd did not start: $(tail -n 3 "$work/daemon.log")" >&2; exit 1; }
+"$zarray" create p1 --data 10 --parity 2 "$work"/d*.img >/dev/null
+uri_za=$("$zarray" export p1)
+size=$(nbdinfo --size "$uri_za")
+# The random writes go to [2 GiB, 3 GiB), after the sequential ones.
+[ "$size" -ge $((3 << 30)) ] || { echo "bench/p1.sh: the volume ($size bytes) is below 3 GiB" >&2; exit 1; }
+
+echo "== P1: peers: nbdkit memory $size, nbdkit file on $dir" >&2
+nbdkit -f -U "$work/mem.sock" memory "$size" >"$work/nbdkit-mem.log" 2>&1 &
+pids+=($!)
+truncate -s "$size" "$work/peer.img"
+nbdkit -f -U "$work/file.sock" file "$work/peer.img" >"$work/nbdkit-file.log" 2>&1 &
+pids+=($!)
+declare -A uris=([zarray]=$uri_za [mem]="nbd+unix:///?socket=$work/mem.sock"
+	[file]="nbd+unix:///?socket=$work/file.sock")
+wait_for nbdinfo --size "${uris[mem]}" || { echo "nbdkit memory did not start" >&2; exit 1; }
+wait_for nbdinfo --size "${uris[file]}" || { echo "nbdkit file did not start" >&2; exit 1; }
+
+seq_args=(--rw=write --bs=1M --size="$seq" --offset=0 --iodepth=8)
+rand_args=(--rw=randwrite --bs=4k --size="$rand_region" --offset="$rand_off"
+	--iodepth=32 --runtime="$rand_s" --time_based --randrepeat=1)
+common=(--ioengine=nbd --end_fsync=1 --output-format=json)
+
+# fio_run NAME URI ARGS...: one fio job; its JSON in $work/NAME.json.
+fio_run() {
+	local name=$1 uri=$2
+	shift 2
+	if ! timeout 300 fio --name="$name" "${common[@]}" --uri="$uri" "$@" \
+		--output="$work/$name.json" >"$work/$name.out" 2>&1; then
+		echo "bench/p1.sh: fio $name failed:" >&2
+		tail -n 20 "$work/$name.out" "$work/$name.json" >&2 || true
+		exit 1
+	fi
+}
+
+for r in $(seq "$rounds"); do
+	for w in seq rand; do
+		for s in zarray mem file; do
+			uri=${uris[$s]}
+			echo "== P1: round $r/$rounds, $w writes, $s" >&2
+			if [ $w = seq ]; then
+				fio_run "$w-$s-$r" "$uri" "${seq_args[@]}"
+			else
+				fio_run "$w-$s-$r" "$uri" "${rand_args[@]}"
+			fi
+		done
+	done
+done
+kill -0 "${pids[0]}" 2>/dev/null || { echo "zarrayd died: $(tail -n 5 "$work/daemon.log")" >&2; exit 1; }
+
+python3 - "$work" "$out" "$rounds" "$size" "$seq" "$rand_s" "$dir" <<'PY'
+import json, statistics, sys
+work, out, rounds, size, seq, rand_s, tmp = sys.argv[1:8]
+rounds = int(rounds)
+
+def job(name):
+    t = open("%s/%s.json" % (work, name)).read()
+    j = json.loads(t[t.index("{"):])["jobs"][0]  # fio may print a line first
+    if j["error"]:
+        sys.exit("fio %s: error %d" % (name, j["error"]))
+    w = j["write"]
+    return {"bytes_per_s": w["bw_bytes"], "iops": w["iops"],
+            "p99_us": w["clat_ns"]["percentile"].get("99.000000", 0) / 1e3}
+
+servers = {"zarray": "zarrayd export, 10+2 on 12 emulated drives in " + tmp,
+           "nbdkit_memory": "nbdkit memory " + size,
+           "nbdkit_file": "nbdkit file on " + tmp}
+short = {"zarray": "zarray", "nbdkit_memory": "mem", "nbdkit_file": "file"}
+res = {"drives": 12, "k": 10, "p": 2, "volume_bytes": int(size),
+       "rounds": rounds, "servers": servers,
+       "client": "fio --ioengine=nbd --end_fsync=1, one job, one connection",
+       "workloads": {}}
+for w, desc in (("seq", "sequential 1 MiB writes, %s per run, iodepth 8" % seq),
+                ("rand", "random 4 KiB writes, %s s per run over 1 GiB, iodepth 32" % rand_s)):
+    d = {"what": desc}
+    for s in servers:
+        samples = [job("%s-%s-%d" % (w, short[s], r)) for r in range(1, rounds + 1)]
+        bw = [x["bytes_per_s"] for x in samples]
+        d[s] = {"bytes_per_s": statistics.median(bw), "samples_bytes_per_s": bw,
+                "p99_us": statistics.median(x["p99_us"] for x in samples)}
+    d["ratio_to_memory"] = d["zarray"]["bytes_per_s"] / d["nbdkit_memory"]["bytes_per_s"]
+    d["ratio_to_file"] = d["zarray"]["bytes_per_s"] / d["nbdkit_file"]["bytes_per_s"]
+    res["workloads"][w] = d
+with open(out, "w") as f:
+    json.dump(res, f, indent=1)
+for w, d in res["workloads"].items():
+    print("P1 %-4s zarray %8.1f MB/s  nbdkit memory %8.1f MB/s  nbdkit file %8.1f MB/s"
+          "  ratio %.3f" % (w, d["zarray"]["bytes_per_s"] / 1e6,
+                            d["nbdkit_memory"]["bytes_per_s"] / 1e6,
+                            d["nbdkit_file"]["bytes_per_s"] / 1e6, d["ratio_to_memory"]))
+PY
