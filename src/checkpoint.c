@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * checkpoint.c - encoding and checking checkpoint parts (checkpoint.h;
+ * the bytes are in docs/format.md, "Checkpoint block").
+ *
+ * Decoding validates every field before the caller sees any of it, and
+ * the encoder refuses what the decoder would refuse, so that the encoding
+ * is canonical and a round trip gives back the same bytes. What a part
+ * cannot say about itself (that it belongs with the others, that the
+ * extents go on increasing across parts, that none is missing) is the
+ * reader's job. Whether a checkpoint is the right one to use, and whether
+ * its groups still exist, is the volume's.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "byteorder.h"
+#include "checkpoint.h"
+#include "crc.h"
+
+#define CKPT_MAGIC "ZACHKPNT"
+#define CKPT_VERSION 1u
+#define CKPT_CRC_OFF 12u
+#define CKPT_RESERVED_OFF 68u
+
+uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
+{
+	uint64_t total, parts;
+
+	if (nr_extents > ZA_CKPT_MAX_SIZE_BLOCKS ||
+	    nr_unmaps > ZA_CKPT_MAX_SIZE_BLOCKS)
+		return 0;
+	total = nr_extents + nr_unmaps;
+	parts = total ? (total + ZA_CKPT_RECS_PER_BLOCK - 1) /
+				ZA_CKPT_RECS_PER_BLOCK :
+			1;
+	return parts > UINT32_MAX ? 0 : (uint32_t)parts;
+}
+
+/* Records part @part holds in a canonical encoding. */
+static uint32_t recs_in_part(const struct za_ckpt_hdr *h, uint32_t part)
+{
+	uint64_t total = h->nr_extents + h->nr_unmaps;
+	uint64_t first = (uint64_t)part * ZA_CKPT_RECS_PER_BLOCK;
+
+	if (first >= total)
+		return 0;
+	return total - first < ZA_CKPT_RECS_PER_BLOCK ?
+		       (uint32_t)(total - first) :
+		       ZA_CKPT_RECS_PER_BLOCK;
+}
+
+/* The header fields alone: 0 or -EBADMSG. */
+static int hdr_check(const struct za_ckpt_hdr *h)
+{
+	uint32_t parts;
+
+	if (!h->id || !h->size_blocks ||
+	    h->size_blocks > ZA_CKPT_MAX_SIZE_BLOCKS ||
+	    h->nr_extents > h->size_blocks)
+		return -EBADMSG;
+	parts = za_ckpt_nr_parts(h->nr_extents, h->nr_unmaps);
+	if (!parts || h->nr_parts != parts || h->part >= parts ||
+	    h->nr_recs != recs_in_part(h, h->part))
+		return -EBADMSG;
+	return 0;
+}
+
+/*
+ * The records of one part: types where they belong (extents first), ranges
+ * inside the volume, extents increasing and not overlapping. 0 or
+ * -EBADMSG.
+ */
+static int recs_check(const struct za_ckpt_hdr *h,
+		      const struct za_ckpt_rec *recs)
+{
+	uint64_t idx = (uint64_t)h->part * ZA_CKPT_RECS_PER_BLOCK;
+	uint64_t end = 0;
+	uint32_t i;
+
+	for (i = 0; i < h->nr_recs; i++, idx++) {
+		const struct za_ckpt_rec *r = &recs[i];
+		bool extent = idx < h->nr_extents;
+
+		if (!r->nr_blocks || r->lba >= h->size_blocks ||
+		    r->nr_blocks > h->size_blocks - r->lba)
+			return -EBADMSG;
+		if (!extent) {
+			if (r->type != ZA_CKPT_REC_UNMAP || r->pos)
+				return -EBADMSG;
+			continue;
+		}
+		if ((r->type != ZA_CKPT_REC_DATA &&
+		     r->type != ZA_CKPT_REC_JOURNAL) ||
+		    r->pos > UINT64_MAX - r->nr_blocks || r->lba < end)
+			return -EBADMSG;
+		end = r->lba + r->nr_blocks;
+	}
+	return 0;
+}
+
+static uint32_t block_crc(const uint8_t *blk)
+{
+	static const uint8_t zero[4];
+	uint32_t c = za_crc32c(blk, CKPT_CRC_OFF);
+
+	c = za_crc32c_update(c, zero, sizeof(zero));
+	return za_crc32c_update(c, blk + CKPT_CRC_OFF + 4,
+				ZA_CKPT_BLOCK_BYTES - CKPT_CRC_OFF - 4);
+}
+
+int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
+			 const struct za_ckpt_rec *recs, uint8_t *blk)
+{
+	uint32_t i;
+
+	if (hdr_check(h) || recs_check(h, recs))
+		return -EINVAL;
+	memset(blk, 0, ZA_CKPT_BLOCK_BYTES);
+	memcpy(blk, CKPT_MAGIC, 8);
+	za_put_le32(blk + 8, CKPT_VERSION);
+	za_put_le64(blk + 16, h->id);
+	za_put_le64(blk + 24, h->seq);
+	za_put_le64(blk + 32, h->size_blocks);
+	za_put_le64(blk + 40, h->nr_extents);
+	za_put_le64(blk + 48, h->nr_unmaps);
+	za_put_le32(blk + 56, h->part);
+	za_put_le32(blk + 60, h->nr_parts);
+	za_put_le32(blk + 64, h->nr_recs);
+	for (i = 0; i < h->nr_recs; i++) {
+		uint8_t *p = blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
+
+		p[0] = recs[i].type;
+		za_put_le64(p + 8, recs[i].lba);
+		za_put_le64(p + 16, recs[i].nr_blocks);
+		za_put_le64(p + 24, recs[i].group);
+		za_put_le64(p + 32, recs[i].pos);
+	}
+	za_put_le32(blk + CKPT_CRC_OFF, block_crc(blk));
+	return 0;
+}
+
+static bool all_zero(const uint8_t *p, size_t len)
+{
+	while (len--)
+		if (*p++)
+			return false;
+	return true;
+}
+
+int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
+			 struct za_ckpt_rec *recs)
+{
+	struct za_ckpt_rec rr[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_hdr hh;
+	uint32_t i;
+
+	if (len < 8 || memcmp(blk, CKPT_MAGIC, 8))
+		return -ENOENT;
+	if (len < 12)
+		return -EBADMSG;
+	if (za_get_le32(blk + 8) != CKPT_VERSION)
+		return -EPROTONOSUPPORT;
+	if (len < ZA_CKPT_BLOCK_BYTES ||
+	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
+	    !all_zero(blk + CKPT_RESERVED_OFF,
+		      ZA_CKPT_HDR_BYTES - CKPT_RESERVED_OFF))
+		return -EBADMSG;
+	hh.id = za_get_le64(blk + 16);
+	hh.seq = za_get_le64(blk + 24);
+	hh.size_blocks = za_get_le64(blk + 32);
+	hh.nr_extents = za_get_le64(blk + 40);
+	hh.nr_unmaps = za_get_le64(blk + 48);
+	hh.part = za_get_le32(blk + 56);
+	hh.nr_parts = za_get_le32(blk + 60);
+	hh.nr_recs = za_get_le32(blk + 64);
+	if (hdr_check(&hh))
+		return -EBADMSG;
+	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++) {
+		const uint8_t *p =
+			blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
+
+		if (i >= hh.nr_recs) {
+			if (!all_zero(p, ZA_CKPT_REC_BYTES))
+				return -EBADMSG;
+			continue;
+		}
+		if (!all_zero(p + 1, 7))
+			return -EBADMSG;
+		rr[i].type = p[0];
+		rr[i].lba = za_get_le64(p + 8);
+		rr[i].nr_blocks = za_get_le64(p + 16);
+		rr[i].group = za_get_le64(p + 24);
+		rr[i].pos = za_get_le64(p + 32);
+	}
+	if (recs_check(&hh, rr))
+		return -EBADMSG;
+	*h = hh;
+	memcpy(recs, rr, hh.nr_recs * sizeof(*rr));
+	return 0;
+}
+
+void za_ckpt_reader_init(struct za_ckpt_reader *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
+		       const struct za_ckpt_rec *recs)
+{
+	const struct za_ckpt_hdr *f = &r->first;
+	uint32_t i;
+
+	if (hdr_check(h) || recs_check(h, recs) || h->part != r->next_part)
+		return -EBADMSG;
+	if (h->part == 0)
+		r->first = *h;
+	else if (h->id != f->id || h->seq != f->seq ||
+		 h->size_blocks != f->size_blocks ||
+		 h->nr_extents != f->nr_extents ||
+		 h->nr_unmaps != f->nr_unmaps || h->nr_parts != f->nr_parts)
+		return -EBADMSG;
+	for (i = 0; i < h->nr_recs; i++) {
+		if (recs[i].type == ZA_CKPT_REC_UNMAP) {
+			r->unmaps++;
+			continue;
+		}
+		/* Within the part recs_check() saw to it; across parts: */
+		if (recs[i].lba < r->end_lba)
+			return -EBADMSG;
+		r->end_lba = recs[i].lba + recs[i].nr_blocks;
+		r->extents++;
+	}
+	r->next_part++;
+	return 0;
+}
+
+int za_ckpt_reader_done(const struct za_ckpt_reader *r)
+{
+	if (!r->next_part || r->next_part != r->first.nr_parts ||
+	    r->extents != r->first.nr_extents ||
+	    r->unmaps != r->first.nr_unmaps)
+		return -EBADMSG;
+	return 0;
+}
+
+int za_ckpt_writer_init(struct za_ckpt_writer *w, uint64_t id, uint64_t seq,
+			uint64_t size_blocks, uint64_t nr_extents,
+			uint64_t nr_unmaps, uint8_t *blocks)
+{
+	memset(w, 0, sizeof(*w));
+	w->h.id = id;
+	w->h.seq = seq;
+	w->h.size_blocks = size_blocks;
+	w->h.nr_extents = nr_extents;
+	w->h.nr_unmaps = nr_unmaps;
+	w->h.nr_parts = za_ckpt_nr_parts(nr_extents, nr_unmaps);
+	w->blocks = blocks;
+	za_ckpt_reader_init(&w->rd);
+	if (!id || !size_blocks || size_blocks > ZA_CKPT_MAX_SIZE_BLOCKS ||
+	    nr_extents > size_blocks || !w->h.nr_parts)
+		w->error = -EINVAL;
+	return w->error;
+}
+
+/* Encode the part being filled and check it against the ones before. */
+static int writer_flush(struct za_ckpt_writer *w)
+{
+	uint8_t *blk = w->blocks + (size_t)w->h.part * ZA_CKPT_BLOCK_BYTES;
+
+	w->h.nr_recs = recs_in_part(&w->h, w->h.part);
+	if (za_ckpt_block_encode(&w->h, w->recs, blk) ||
+	    za_ckpt_reader_add(&w->rd, &w->h, w->recs))
+		return -EINVAL;
+	w->h.part++;
+	return 0;
+}
+
+int za_ckpt_writer_add(struct za_ckpt_writer *w, const struct za_ckpt_rec *rec)
+{
+	if (w->error)
+		return w->error;
+	if (w->added == w->h.nr_extents + w->h.nr_unmaps) {
+		w->error = -EINVAL;
+		return w->error;
+	}
+	w->recs[w->added++ % ZA_CKPT_RECS_PER_BLOCK] = *rec;
+	if (w->added % ZA_CKPT_RECS_PER_BLOCK == 0)
+		w->error = writer_flush(w);
+	return w->error;
+}
+
+int za_ckpt_writer_finish(struct za_ckpt_writer *w)
+{
+	if (!w->error && w->added != w->h.nr_extents + w->h.nr_unmaps)
+		w->error = -EINVAL;
+	/* The last part, unless the records filled it exactly. */
+	if (!w->error && w->h.part < w->h.nr_parts)
+		w->error = writer_flush(w);
+	if (!w->error && za_ckpt_reader_done(&w->rd))
+		w->error = -EINVAL;
+	return w->error;
+}

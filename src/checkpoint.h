@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * checkpoint.h - the codec of the volume's checkpoints: the block map and
+ * the unmap records still held by journal groups, as of one sequence
+ * number, cut into 4 KiB parts (docs/format.md, "Checkpoint block").
+ *
+ * A checkpoint is a list of records: the map's extents in increasing LBA
+ * order, then the unmap ranges, 100 records per part, every part but the
+ * last full. Each part carries the whole header (id, sequence number
+ * covered, volume size, totals, part i of n) and its own CRC, so a part
+ * is checked alone (za_ckpt_block_decode) and a whole checkpoint is
+ * accepted only when every part is there, in order, and agrees with the
+ * others (struct za_ckpt_reader). The encoding is canonical: one valid
+ * encoding per checkpoint.
+ *
+ * Pure functions, no I/O and no allocation; the decoder treats its input
+ * as hostile (it comes from a drive). Where checkpoints are written and
+ * when they are used is the volume's business (volume.c).
+ */
+#ifndef ZA_CHECKPOINT_H
+#define ZA_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZA_CKPT_BLOCK_BYTES 4096u
+#define ZA_CKPT_HDR_BYTES 96u
+#define ZA_CKPT_REC_BYTES 40u
+#define ZA_CKPT_RECS_PER_BLOCK 100u /* (4096 - 96) / 40 */
+/* Volume sizes whose byte count fits 64 bits. */
+#define ZA_CKPT_MAX_SIZE_BLOCKS (UINT64_MAX / 4096u)
+
+enum za_ckpt_rec_type {
+	ZA_CKPT_REC_DATA = 1, /* extent in a data-stream group */
+	ZA_CKPT_REC_JOURNAL = 2, /* extent in a journal-stream group */
+	ZA_CKPT_REC_UNMAP = 3, /* unmap record held by journal group @group */
+};
+
+struct za_ckpt_rec {
+	uint8_t type; /* enum za_ckpt_rec_type */
+	uint64_t lba, nr_blocks;
+	uint64_t group;
+	uint64_t pos; /* extents: group position of the first block; unmap: 0 */
+};
+
+struct za_ckpt_hdr {
+	uint64_t id; /* >= 1, increasing with every checkpoint of a volume */
+	uint64_t seq; /* what the drives held up to this sequence number */
+	uint64_t size_blocks; /* the volume's size */
+	uint64_t nr_extents, nr_unmaps; /* records in all parts */
+	uint32_t part, nr_parts; /* this part, 0-based, of nr_parts */
+	uint32_t nr_recs; /* records in this part */
+};
+
+/* Parts a checkpoint with these totals takes (>= 1); 0 if too many. */
+uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps);
+
+/*
+ * Encode one part: header @h and its @h->nr_recs records into @blk
+ * (ZA_CKPT_BLOCK_BYTES). Returns 0, or -EINVAL for a part the decoder
+ * would refuse by itself (then @blk is undefined).
+ */
+int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
+			 const struct za_ckpt_rec *recs, uint8_t *blk);
+/*
+ * Decode and check one part of @len bytes: magic (-ENOENT when absent:
+ * not a checkpoint block), version (-EPROTONOSUPPORT), length, CRC, every
+ * header field and record against its range, record order within the
+ * part, reserved bytes zero (all -EBADMSG). @recs has room for
+ * ZA_CKPT_RECS_PER_BLOCK. Nothing is written to @h or @recs on error.
+ */
+int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
+			 struct za_ckpt_rec *recs);
+
+/*
+ * Assembling a whole checkpoint from decoded parts, fed in order 0..n-1:
+ * each must carry the same id, sequence number, size, totals and part
+ * count as part 0, the right number of records, and extents that go on
+ * increasing from the previous part's. za_ckpt_reader_done() says whether
+ * everything came.
+ */
+struct za_ckpt_reader {
+	struct za_ckpt_hdr first; /* part 0's header */
+	uint32_t next_part;
+	uint64_t extents, unmaps; /* records seen */
+	uint64_t end_lba; /* end of the last extent seen */
+};
+
+void za_ckpt_reader_init(struct za_ckpt_reader *r);
+/* 0, or -EBADMSG (then the checkpoint must not be used). */
+int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
+		       const struct za_ckpt_rec *recs);
+/* 0 when all parts were added, -EBADMSG otherwise. */
+int za_ckpt_reader_done(const struct za_ckpt_reader *r);
+
+/*
+ * Writing one checkpoint: records are added in order (extents by LBA,
+ * then unmaps) and packed into parts of @blocks (za_ckpt_nr_parts() x
+ * ZA_CKPT_BLOCK_BYTES, the caller's), each encoded when full.
+ */
+struct za_ckpt_writer {
+	struct za_ckpt_hdr h; /* id, seq, size and totals: from init */
+	uint8_t *blocks;
+	/* private */
+	struct za_ckpt_rec recs[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_reader rd; /* what is written is what a reader takes */
+	uint64_t added;
+	int error;
+};
+
+/* Returns 0 or -EINVAL (too many records, size out of range). */
+int za_ckpt_writer_init(struct za_ckpt_writer *w, uint64_t id, uint64_t seq,
+			uint64_t size_blocks, uint64_t nr_extents,
+			uint64_t nr_unmaps, uint8_t *blocks);
+/* 0, or -EINVAL (more records than announced, out of order or range). */
+int za_ckpt_writer_add(struct za_ckpt_writer *w, const struct za_ckpt_rec *rec);
+/* Encode the last part. 0, or -EINVAL (fewer records than announced, or an
+ * earlier error). */
+int za_ckpt_writer_finish(struct za_ckpt_writer *w);
+
+#endif /* ZA_CHECKPOINT_H */
