@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rebuild.h - the rebuild job: restores the redundancy of live data after
+ * members are lost, segment column by segment column, least redundancy
+ * first, on all surviving members at once, paced by a rate limit and
+ * pausable. rebuild.c opens with the whole story.
+ *
+ * It does not decide when to run (array.c starts it after a failure and at
+ * assembly, by policy), nor persist anything: what is left to do after a
+ * restart is read back from the drives (columns not moved yet).
+ *
+ * Everything runs on the loop thread.
+ */
+#ifndef ZA_REBUILD_H
+#define ZA_REBUILD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io.h"
+#include "segment.h"
+#include "volume.h"
+
+struct za_rebuild;
+
+enum za_rebuild_state {
+	ZA_REBUILD_IDLE = 0, /* never started, or stopped */
+	ZA_REBUILD_RUNNING = 1,
+	ZA_REBUILD_PAUSED = 2,
+	ZA_REBUILD_DONE = 3, /* the last run ended (see last_error) */
+};
+const char *za_rebuild_state_str(enum za_rebuild_state s);
+
+struct za_rebuild_params {
+	struct za_io *io;
+	struct za_engine *eng;
+	struct za_volume *vol; /* tells live data from dead */
+	unsigned max_cols; /* column rebuilds at once; 0: from the members */
+	unsigned window; /* stripes in flight per column; 0: 4 */
+	uint64_t rate_bps; /* bytes restored per second; 0: no limit */
+	/*
+	 * Loop thread, when a run ends with nothing left it could do:
+	 * @result 0 (every live column restored), -EIO (some data is beyond
+	 * the redundancy), -ENOSPC (no member could take a column) or
+	 * -ECANCELED (za_rebuild_stop).
+	 */
+	void (*finished)(struct za_rebuild *rb, int result, void *priv);
+	void *priv;
+};
+
+struct za_rebuild_status {
+	enum za_rebuild_state state;
+	uint64_t done_bytes; /* lost column bytes of live stripes restored */
+	uint64_t total_bytes; /* ... to restore, as known so far */
+	uint64_t rate_bps; /* recent; 0 until measured */
+	uint64_t eta_s; /* 0: unknown */
+	uint64_t read_bytes, written_bytes; /* device bytes */
+	uint64_t cols_done, cols_dead, cols_failed;
+	uint64_t rate_limit_bps;
+	uint64_t elapsed_ns; /* of the current or last run */
+	int last_error;
+};
+
+int za_rebuild_new(const struct za_rebuild_params *p, struct za_rebuild **out);
+/* Must not be busy (za_rebuild_busy). */
+void za_rebuild_free(struct za_rebuild *rb);
+bool za_rebuild_busy(const struct za_rebuild *rb);
+
+/*
+ * Start a run, or, while one runs, look again for lost columns once the
+ * columns in flight are done (a new failure re-orders the work). A paused
+ * job stays paused.
+ */
+void za_rebuild_start(struct za_rebuild *rb);
+void za_rebuild_pause(struct za_rebuild *rb);
+void za_rebuild_resume(struct za_rebuild *rb);
+void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps);
+/* Abort the columns in flight; finished(-ECANCELED) when they are. */
+void za_rebuild_stop(struct za_rebuild *rb);
+/* Columns moved off member @from go to member @to when it can take them
+ * (zarray replace); @to < 0: anywhere. */
+void za_rebuild_set_dest(struct za_rebuild *rb, unsigned from, int to);
+void za_rebuild_status(const struct za_rebuild *rb,
+		       struct za_rebuild_status *st);
+
+#endif /* ZA_REBUILD_H */
