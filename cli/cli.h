@@ -53,6 +53,8 @@ int za_cmd_shutdown(struct za_cli *cli, int argc, char **argv);
 int za_cmd_list(struct za_cli *cli, int argc, char **argv);
 int za_cmd_status(struct za_cli *cli, int argc, char **argv);
 int za_cmd_watch(struct za_cli *cli, int argc, char **argv);
+/* Testing aids through zarrayd (cmd-debug.c). */
+int za_cmd_debug(struct za_cli *cli, int argc, char **argv);
 
 /*
  * Parse a size: digits with an optional binary suffix K, M, G, T, P

@@ -40,6 +40,7 @@ static const struct {
 	{ "shutdown", za_cmd_shutdown, "stop every array and zarrayd" },
 	{ "zones", za_cmd_zones, "report the zones of a drive (local)" },
 	{ "emu", za_cmd_emu, "create or power-cut emulated drives (local)" },
+	{ "debug", za_cmd_debug, "testing aids: inject faults into members" },
 };
 
 static void usage(FILE *f)

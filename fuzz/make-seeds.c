@@ -2,7 +2,8 @@
 /*
  * make-seeds.c - writes the committed seed corpora, fuzz/corpus/<target>/:
  * small valid inputs made with zarray's own encoders (stripe headers,
- * superblocks, protobuf messages, emulated drive files) or written out
+ * checkpoints, superblocks, protobuf messages, emulated drive files) or
+ * written out
  * byte by byte from the protocol (NBD), and near-valid ones that each
  * break one rule, so that the fuzzers and the replay test start next to
  * every check.
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "byteorder.h"
+#include "checkpoint.h"
 #include "crc.h"
 #include "dev-emu.h"
 #include "dev.h"
@@ -235,6 +237,123 @@ static void seeds_stripe(void)
 	blk[55] = 2;
 	seed("stripe", "rows-chunk-big", 3, blk, sizeof(blk));
 	seed("stripe", "short", 0, blk, 100);
+}
+
+/* ---- checkpoints ---- */
+
+static uint64_t ck_rng = 12345;
+
+static uint64_t ck_rnd(void)
+{
+	ck_rng = ck_rng * 6364136223846793005ull + 1442695040888963407ull;
+	return ck_rng >> 17;
+}
+
+/*
+ * Encode checkpoint @id: @extents extents (increasing, some adjacent) and
+ * @unmaps unmap records in a volume of @size blocks, into @blocks (room
+ * for 4 parts). Returns the number of parts.
+ */
+static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
+			  uint64_t extents, uint64_t unmaps)
+{
+	struct za_ckpt_writer *w = malloc(sizeof(*w));
+	uint64_t i, lba = size - extents * 3;
+
+	if (!w || za_ckpt_nr_parts(extents, unmaps) > 4 || size < extents * 3)
+		die("ckpt_make");
+	if (za_ckpt_writer_init(w, id, 1000 + id, size, extents, unmaps,
+				blocks))
+		die("za_ckpt_writer_init");
+	for (i = 0; i < extents + unmaps; i++) {
+		struct za_ckpt_rec r = { 0 };
+
+		if (i < extents) {
+			r.type = ck_rnd() % 3 ? ZA_CKPT_REC_DATA :
+						ZA_CKPT_REC_JOURNAL;
+			r.lba = lba + ck_rnd() % 2; /* gap 0 or 1 */
+			r.nr_blocks = 1 + ck_rnd() % 2;
+			r.group = 1 + ck_rnd() % 9;
+			r.pos = ck_rnd() % 5000;
+			lba = r.lba + r.nr_blocks;
+		} else {
+			r.type = ZA_CKPT_REC_UNMAP;
+			r.lba = ck_rnd() % size;
+			r.nr_blocks = 1 + ck_rnd() % (size - r.lba);
+			r.group = 1 + ck_rnd() % 9;
+		}
+		if (za_ckpt_writer_add(w, &r))
+			die("za_ckpt_writer_add");
+	}
+	if (za_ckpt_writer_finish(w))
+		die("za_ckpt_writer_finish");
+	free(w);
+	return za_ckpt_nr_parts(extents, unmaps);
+}
+
+static void seeds_checkpoint(void)
+{
+	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
+	static uint8_t two[2 * ZA_CKPT_BLOCK_BYTES];
+	static const struct {
+		const char *name;
+		unsigned off;
+		uint8_t val;
+	} breaks[] = {
+		{ "bad-version", 8, 2 },
+		{ "id-zero", 16, 0 },
+		{ "size-zero", 33, 0 },
+		{ "part-past-count", 56, 5 },
+		{ "nr-parts-off", 60, 2 },
+		{ "nr-recs-off", 64, 29 },
+		{ "reserved-68", 68, 1 },
+		{ "reserved-95", 95, 1 },
+		{ "type-zero", 96, 0 },
+		{ "type-four", 96, 4 },
+		{ "unmap-among-extents", 96, ZA_CKPT_REC_UNMAP },
+		{ "rec-reserved", 97, 1 },
+		{ "nr-blocks-zero", 96 + 16, 0 },
+		{ "lba-past-end", 96 + 15, 0x10 },
+		{ "extents-backwards", 96 + 40 + 8, 0 },
+		{ "unmap-with-pos", 96 + 40 * 30 + 32, 1 },
+		{ "unused-slot", 96 + 40 * 33, 1 },
+	};
+	uint32_t n;
+	unsigned i;
+
+	n = ckpt_make(a, 1, 4096, 30, 3);
+	seed("checkpoint", "one-part", 0, a,
+	     trim_zeroes(a, ZA_CKPT_BLOCK_BYTES));
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+		b[breaks[i].off] = breaks[i].val;
+		seed("checkpoint", breaks[i].name, 1, b, ZA_CKPT_BLOCK_BYTES);
+	}
+	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+	b[200] ^= 1;
+	seed("checkpoint", "bad-crc", 0, b, ZA_CKPT_BLOCK_BYTES);
+	b[0] = 'X';
+	seed("checkpoint", "bad-magic", 0, b, ZA_CKPT_BLOCK_BYTES);
+	seed("checkpoint", "short", 4, a, 100);
+
+	n = ckpt_make(a, 2, 1u << 20, 250, 20);
+	seed("checkpoint", "three-parts", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	/* Torn: the middle part never made it. */
+	memcpy(two, a, ZA_CKPT_BLOCK_BYTES);
+	memcpy(two + ZA_CKPT_BLOCK_BYTES, a + 2 * ZA_CKPT_BLOCK_BYTES,
+	       ZA_CKPT_BLOCK_BYTES);
+	seed("checkpoint", "torn", 0, two, sizeof(two));
+	/* Part 0 of one checkpoint, part 1 of the next. */
+	ckpt_make(b, 3, 1u << 20, 250, 20);
+	memcpy(two + ZA_CKPT_BLOCK_BYTES, b + ZA_CKPT_BLOCK_BYTES,
+	       ZA_CKPT_BLOCK_BYTES);
+	seed("checkpoint", "mixed-ids", 2, two, sizeof(two));
+	n = ckpt_make(a, 4, 1u << 16, 0, 150);
+	seed("checkpoint", "unmaps-only", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	n = ckpt_make(a, 5, 2048, 0, 0);
+	seed("checkpoint", "empty", 0, a, trim_zeroes(a, ZA_CKPT_BLOCK_BYTES));
+	n = ckpt_make(a, 6, ZA_CKPT_MAX_SIZE_BLOCKS, 300, 90);
+	seed("checkpoint", "largest-volume", 0, a, n * ZA_CKPT_BLOCK_BYTES);
 }
 
 /* ---- superblocks ---- */
@@ -1167,6 +1286,7 @@ int main(int argc, char **argv)
 	if (mkdir(top, 0755) < 0 && errno != EEXIST)
 		die(top);
 	seeds_stripe();
+	seeds_checkpoint();
 	seeds_sb();
 	seeds_sb_assemble();
 	seeds_rpc();

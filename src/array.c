@@ -12,6 +12,7 @@
  * surviving member's superblock before anyone relies on it.
  */
 #include <ctype.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -19,11 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "array.h"
+#include "dev-fault.h"
 #include "dev.h"
 #include "log.h"
+#include "rebuild.h"
+#include "scrub.h"
 #include "segment.h"
 #include "volume.h"
 
@@ -36,6 +41,12 @@ struct za_array {
 	uint8_t *states;
 	struct za_engine *eng;
 	struct za_volume *vol;
+	struct za_rebuild *rb;
+	struct za_scrub *scrub;
+	struct za_io_defer rb_defer; /* start the rebuild on the loop */
+	bool rb_defer_pending;
+	struct za_engine_flush rb_flush; /* moved columns made durable */
+	bool rb_flushing;
 	/* Superblock updates: one round at a time, coalesced. */
 	struct za_sb_write_op *sb_ops;
 	unsigned sb_pending;
@@ -110,6 +121,8 @@ static bool name_ok(const char *n)
 	return true;
 }
 
+static void rebuild_quiesce(struct za_array *a);
+
 static void array_free(struct za_array *a)
 {
 	unsigned i;
@@ -120,10 +133,13 @@ static void array_free(struct za_array *a)
 		while (za_volume_busy(a->vol))
 			za_io_run_once(a->io);
 	}
+	rebuild_quiesce(a);
 	if (a->eng) {
 		while (za_engine_busy(a->eng) || a->sb_pending)
 			za_io_run_once(a->io);
 	}
+	za_rebuild_free(a->rb);
+	za_scrub_free(a->scrub);
 	za_volume_free(a->vol);
 	za_engine_free(a->eng);
 	for (i = 0; i < a->nr_members; i++)
@@ -155,6 +171,67 @@ static struct za_array *array_alloc(struct za_io *io, unsigned n)
 		return NULL;
 	}
 	return a;
+}
+
+/* ---- fault injection (a test aid: zarrayd --fault-injection) ---- */
+
+static bool fault_injection;
+
+void za_array_set_fault_injection(bool on)
+{
+	fault_injection = on;
+}
+
+/* za_dev_open(), wrapped in the fault injector when it is on. */
+static int member_open(struct za_io *io, const char *path, struct za_dev **out)
+{
+	struct za_dev *dev;
+	int ret = za_dev_open(io, path, 0, &dev);
+
+	if (ret || !fault_injection) {
+		*out = ret ? NULL : dev;
+		return ret;
+	}
+	ret = za_fault_wrap(dev, out);
+	if (ret)
+		za_dev_close(dev);
+	return ret;
+}
+
+int za_array_inject(struct za_array *a, const char *path, const char *spec,
+		    char *err, size_t errlen)
+{
+	struct za_fault_cfg cfg = { 0 };
+	const char *bad = NULL;
+	unsigned i;
+
+	for (i = 0; i < a->nr_members; i++)
+		if (!strcmp(a->paths[i], path))
+			break;
+	if (i == a->nr_members) {
+		seterr(err, errlen, "%s is not a member of array '%s'", path,
+		       a->sb->name);
+		return -ENOENT;
+	}
+	if (!a->devs[i]) {
+		seterr(err, errlen, "%s is missing", path);
+		return -ENODEV;
+	}
+	if (!za_dev_is_fault(a->devs[i])) {
+		seterr(err, errlen,
+		       "fault injection is off: zarrayd was started without "
+		       "--fault-injection");
+		return -EOPNOTSUPP;
+	}
+	if (strcmp(spec, "none") && za_fault_parse(spec, &cfg, &bad)) {
+		seterr(err, errlen, "invalid fault spec at '%.40s'",
+		       bad ? bad : spec);
+		return -EINVAL;
+	}
+	za_log_warn("array %s: member %u (%s): injecting faults: %s",
+		    a->sb->name, i, path, spec);
+	za_fault_set(a->devs[i], &cfg);
+	return 0;
 }
 
 /* ---- superblock updates while running ---- */
@@ -209,6 +286,221 @@ static void sb_round(struct za_array *a)
 	}
 }
 
+/* ---- rebuild (rebuild.c does the work; this is policy) ---- */
+
+static bool auto_rebuild = true;
+
+void za_array_set_auto_rebuild(bool on)
+{
+	auto_rebuild = on;
+}
+
+static void rb_flushed(struct za_engine_flush *f, int result)
+{
+	struct za_array *a =
+		(struct za_array *)((char *)f -
+				    offsetof(struct za_array, rb_flush));
+	bool changed = false;
+	unsigned i;
+
+	a->rb_flushing = false;
+	if (result || a->stopping)
+		return;
+	/* With too few members for a full-width segment nothing could be
+	 * rebuilt anywhere: the lost members stay counted as lost. */
+	if (za_engine_nr_writable(a->eng) <
+	    (unsigned)a->sb->geom.k + a->sb->geom.p)
+		return;
+	/* Members nothing needs any more are retired for good: a stale
+	 * copy of one is then refused at assembly. */
+	for (i = 0; i < a->nr_members; i++) {
+		if ((a->states[i] != ZA_MEMBER_FAILED &&
+		     a->states[i] != ZA_MEMBER_MISSING &&
+		     a->states[i] != ZA_MEMBER_DRAINING) ||
+		    za_engine_member_retire(a->eng, i))
+			continue;
+		za_log_info("array %s: member %u (%s) holds nothing live any "
+			    "more: removed",
+			    a->sb->name, i, a->paths[i]);
+		/* A drained drive is released clean: no superblock. */
+		if (a->states[i] == ZA_MEMBER_DRAINING && a->devs[i] &&
+		    za_sb_clear(a->devs[i]))
+			za_log_warn("%s: cannot clear its superblock",
+				    a->paths[i]);
+		a->states[i] = ZA_MEMBER_REMOVED;
+		changed = true;
+	}
+	if (changed)
+		sb_round(a);
+}
+
+static void rb_finished(struct za_rebuild *rb, int result, void *priv)
+{
+	struct za_array *a = priv;
+
+	(void)rb;
+	if (result == -ECANCELED || a->stopping || a->rb_flushing)
+		return;
+	if (result)
+		za_log_err("array %s: rebuild ended: %s", a->sb->name,
+			   strerror(-result));
+	/* The moved columns must be on the drives before the lost members
+	 * they replace are forgotten. */
+	a->rb_flushing = true;
+	a->rb_flush.done = rb_flushed;
+	za_engine_flush(a->eng, &a->rb_flush);
+}
+
+static void rb_start_later(struct za_io_defer *d)
+{
+	struct za_array *a =
+		(struct za_array *)((char *)d -
+				    offsetof(struct za_array, rb_defer));
+
+	a->rb_defer_pending = false;
+	if (a->rb && !a->stopping)
+		za_rebuild_start(a->rb);
+}
+
+/* Start (or re-plan) the rebuild on the loop, whatever the policy. */
+static void rebuild_now(struct za_array *a)
+{
+	if (!a->rb || a->stopping || a->rb_defer_pending)
+		return;
+	a->rb_defer_pending = true;
+	a->rb_defer.fn = rb_start_later;
+	za_io_defer(a->io, &a->rb_defer);
+}
+
+/* Start (or re-plan) the rebuild on the loop, if the policy says so. */
+static void rebuild_kick(struct za_array *a)
+{
+	if (!a->rb || !auto_rebuild || a->stopping || a->rb_defer_pending)
+		return;
+	a->rb_defer_pending = true;
+	a->rb_defer.fn = rb_start_later;
+	za_io_defer(a->io, &a->rb_defer);
+}
+
+static void scrub_finished(struct za_scrub *sc, int result, void *priv)
+{
+	struct za_array *a = priv;
+	struct za_scrub_status st;
+
+	za_scrub_status(sc, &st);
+	if (result == -ECANCELED)
+		za_log_info("array %s: scrub stopped after segment %llu",
+			    a->sb->name, (unsigned long long)st.position);
+	else
+		za_log_info("array %s: scrub %s: %llu stripes checked, %llu "
+			    "read errors, %llu checksum errors, %llu "
+			    "inconsistent parity, %llu columns repaired",
+			    a->sb->name, result ? strerror(-result) : "done",
+			    (unsigned long long)st.stripes_checked,
+			    (unsigned long long)st.err_read,
+			    (unsigned long long)st.err_checksum,
+			    (unsigned long long)st.err_parity,
+			    (unsigned long long)st.cols_repaired);
+}
+
+static int rebuild_new(struct za_array *a)
+{
+	struct za_rebuild_params rp = { 0 };
+	struct za_scrub_params sp = { 0 };
+	int ret;
+
+	sp.io = a->io;
+	sp.eng = a->eng;
+	sp.vol = a->vol;
+	sp.finished = scrub_finished;
+	sp.priv = a;
+	ret = za_scrub_new(&sp, &a->scrub);
+	if (ret)
+		return ret;
+
+	rp.io = a->io;
+	rp.eng = a->eng;
+	rp.vol = a->vol;
+	rp.finished = rb_finished;
+	rp.priv = a;
+	return za_rebuild_new(&rp, &a->rb);
+}
+
+/* Stop the rebuild and wait for everything it has in flight. */
+static void rebuild_quiesce(struct za_array *a)
+{
+	if (a->scrub) {
+		za_scrub_stop(a->scrub);
+		while (za_scrub_busy(a->scrub))
+			za_io_run_once(a->io);
+	}
+	if (!a->rb)
+		return;
+	za_rebuild_stop(a->rb);
+	while (za_rebuild_busy(a->rb) || a->rb_defer_pending || a->rb_flushing)
+		za_io_run_once(a->io);
+}
+
+int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
+		     uint64_t rate_bps, char *err, size_t errlen)
+{
+	struct za_rebuild_status st;
+
+	if (!a->rb) {
+		seterr(err, errlen, "array '%s' has no volume", a->sb->name);
+		return -EINVAL;
+	}
+	za_rebuild_status(a->rb, &st);
+	switch (op) {
+	case ZA_ARRAY_REBUILD_START:
+		if (st.state == ZA_REBUILD_RUNNING) {
+			seterr(err, errlen, "a rebuild of '%s' is running",
+			       a->sb->name);
+			return -EALREADY;
+		}
+		if (st.state == ZA_REBUILD_PAUSED) {
+			seterr(err, errlen,
+			       "the rebuild of '%s' is paused: resume it",
+			       a->sb->name);
+			return -EALREADY;
+		}
+		if (rate_bps)
+			za_rebuild_set_rate(a->rb, rate_bps);
+		za_log_info("array %s: rebuild started by request",
+			    a->sb->name);
+		za_rebuild_start(a->rb);
+		return 0;
+	case ZA_ARRAY_REBUILD_PAUSE:
+		if (st.state != ZA_REBUILD_RUNNING) {
+			seterr(err, errlen, "no rebuild of '%s' is running",
+			       a->sb->name);
+			return -EINVAL;
+		}
+		za_rebuild_pause(a->rb);
+		za_log_info("array %s: rebuild paused", a->sb->name);
+		return 0;
+	case ZA_ARRAY_REBUILD_RESUME:
+		if (st.state != ZA_REBUILD_PAUSED) {
+			seterr(err, errlen, "the rebuild of '%s' is not paused",
+			       a->sb->name);
+			return -EINVAL;
+		}
+		if (rate_bps)
+			za_rebuild_set_rate(a->rb, rate_bps);
+		za_rebuild_resume(a->rb);
+		za_log_info("array %s: rebuild resumed", a->sb->name);
+		return 0;
+	case ZA_ARRAY_REBUILD_RATE:
+		za_rebuild_set_rate(a->rb, rate_bps);
+		za_log_info("array %s: rebuild rate limit %llu B/s%s",
+			    a->sb->name, (unsigned long long)rate_bps,
+			    rate_bps ? "" : " (none)");
+		return 0;
+	}
+	seterr(err, errlen, "unknown rebuild operation");
+	return -EINVAL;
+}
+
 static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 			     void *priv)
 {
@@ -220,6 +512,7 @@ static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 		   a->sb->name, idx, a->paths[idx], strerror(-err),
 		   za_engine_nr_lost(a->eng), (unsigned)a->sb->geom.p);
 	sb_round(a);
+	rebuild_kick(a);
 }
 
 static int engine_start(struct za_array *a, uint64_t next_seq,
@@ -339,7 +632,7 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		struct za_sb *old;
 
 		snprintf(a->paths[i], sizeof(a->paths[i]), "%s", p->paths[i]);
-		ret = za_dev_open(io, p->paths[i], 0, &a->devs[i]);
+		ret = member_open(io, p->paths[i], &a->devs[i]);
 		if (ret) {
 			seterr(err, errlen, "%s: %s", p->paths[i],
 			       ret == -EMEDIUMTYPE ?
@@ -457,6 +750,11 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		       p->k, p->p);
 		goto err_clear;
 	}
+	ret = rebuild_new(a);
+	if (ret) {
+		seterr(err, errlen, "out of memory");
+		goto err_clear;
+	}
 	if (!p->size_bytes) {
 		a->sb->volume_bytes = za_volume_size(a->vol);
 		a->sb->generation++;
@@ -517,7 +815,7 @@ int za_array_assemble(struct za_io *io, const char *name,
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		ret = za_dev_open(io, paths[i], 0, &devs[i]);
+		ret = member_open(io, paths[i], &devs[i]);
 		if (ret) {
 			seterr(err, errlen, "%s: %s", paths[i],
 			       ret == -EMEDIUMTYPE ?
@@ -620,11 +918,17 @@ int za_array_assemble(struct za_io *io, const char *name,
 	ret = volume_start(a);
 	if (!ret)
 		ret = za_volume_recover(a->vol);
+	if (!ret)
+		ret = rebuild_new(a);
 	if (ret) {
 		seterr(err, errlen, "cannot recover the volume: %s",
 		       strerror(-ret));
 		goto out;
 	}
+	/* Columns lost before the restart (or a rebuild interrupted by it)
+	 * are found again on the drives: carry on. */
+	if (za_engine_degraded(a->eng, NULL, 0))
+		rebuild_kick(a);
 	if (changed)
 		sb_round(a);
 	za_log_info("array %s assembled: %u members, %u lost", a->sb->name, nm,
@@ -656,9 +960,16 @@ int za_array_stop(struct za_array *a)
 
 	if (!a)
 		return 0;
+	rebuild_quiesce(a);
 	a->stopping = true;
 	if (a->vol)
 		ret = za_volume_flush_sync(a->vol);
+	/* A clean stop leaves nothing to replay at the next assembly. A
+	 * checkpoint that fails loses nothing: the stop goes on. */
+	if (a->vol && !ret && za_volume_checkpoint_sync(a->vol))
+		za_log_warn("array %s: no checkpoint at stop: the next "
+			    "assembly replays the log",
+			    a->sb->name);
 	if (a->eng) {
 		int r;
 
@@ -680,6 +991,7 @@ int za_array_destroy(struct za_array *a)
 
 	if (!a)
 		return 0;
+	rebuild_quiesce(a);
 	a->stopping = true;
 	if (a->vol) {
 		while (za_volume_busy(a->vol))
@@ -724,8 +1036,10 @@ struct za_volume *za_array_volume(struct za_array *a)
 
 int za_array_status(struct za_array *a, struct za_array_status *st)
 {
-	unsigned i, lost = za_engine_nr_lost(a->eng);
+	unsigned i, worst = 0;
 	uint64_t used_zone_bytes = 0;
+	struct za_engine_degraded *d;
+	size_t nd, j;
 
 	memset(st, 0, sizeof(*st));
 	st->members = calloc(a->nr_members, sizeof(*st->members));
@@ -733,9 +1047,91 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		return -ENOMEM;
 	snprintf(st->name, sizeof(st->name), "%s", a->sb->name);
 	st->uuid = a->sb->array_uuid;
-	st->state = !lost		  ? ZA_ARRAY_HEALTHY :
-		    lost <= a->sb->geom.p ? ZA_ARRAY_DEGRADED :
-					    ZA_ARRAY_FAILED;
+	/*
+	 * Redundancy is per segment: the array is as degraded as its worst
+	 * segment with live data, or as the members lost and not yet
+	 * rebuilt away (as assembly counts them). Once rebuilt, lost
+	 * members are retired and no longer count, whatever their number.
+	 */
+	nd = za_engine_degraded(a->eng, NULL, 0);
+	d = nd ? calloc(nd, sizeof(*d)) : NULL;
+	if (d)
+		nd = za_engine_degraded(a->eng, d, nd);
+	for (j = 0; d && j < nd; j++)
+		if (d[j].todo && d[j].lost > worst)
+			worst = d[j].lost;
+	if (nd && !d) /* no memory to look: go by members */
+		worst = za_engine_nr_lost(a->eng);
+	free(d);
+	/* A lost member not yet retired (its rebuild has not finished, or
+	 * not started) leaves the array degraded even if no live data was
+	 * on it: that is what an admin needs to hear. */
+	if (za_engine_nr_lost(a->eng) > worst)
+		worst = za_engine_nr_lost(a->eng);
+	/* Too few members left for a full-width segment: new data cannot
+	 * get its redundancy. */
+	if (!worst && za_engine_nr_writable(a->eng) <
+			      (unsigned)a->sb->geom.k + a->sb->geom.p)
+		worst = 1;
+	st->state = !worst		   ? ZA_ARRAY_HEALTHY :
+		    worst <= a->sb->geom.p ? ZA_ARRAY_DEGRADED :
+					     ZA_ARRAY_FAILED;
+	if (a->scrub) {
+		struct za_scrub_status ss;
+
+		za_scrub_status(a->scrub, &ss);
+		if (ss.state != ZA_SCRUB_IDLE) {
+			struct za_array_job_status *js =
+				&st->jobs[st->nr_jobs++];
+
+			js->kind = ZA_JOB_SCRUB;
+			js->state =
+				ss.state == ZA_SCRUB_RUNNING ? ZA_JOB_RUNNING :
+				ss.state == ZA_SCRUB_PAUSED  ? ZA_JOB_PAUSED :
+							       ZA_JOB_DONE;
+			js->done_bytes = ss.done_bytes;
+			js->total_bytes = ss.total_bytes;
+			js->rate_bps = ss.rate_bps;
+			js->eta_s = ss.eta_s;
+			js->rate_limit_bps = ss.rate_limit_bps;
+			js->read_bytes = ss.read_bytes;
+			js->elapsed_ns = ss.elapsed_ns;
+			js->error = ss.last_error;
+			js->err_read = ss.err_read;
+			js->err_checksum = ss.err_checksum;
+			js->err_parity = ss.err_parity;
+			js->repaired = ss.cols_repaired;
+		}
+	}
+	if (a->rb) {
+		struct za_rebuild_status rs;
+
+		za_rebuild_status(a->rb, &rs);
+		if (rs.state != ZA_REBUILD_IDLE) {
+			struct za_array_job_status *js =
+				&st->jobs[st->nr_jobs++];
+
+			js->kind = ZA_JOB_REBUILD;
+			/* Moving columns off draining members: a drain. */
+			for (i = 0; i < a->nr_members; i++)
+				if (a->states[i] == ZA_MEMBER_DRAINING)
+					js->kind = ZA_JOB_DRAIN;
+			js->state = rs.state == ZA_REBUILD_RUNNING ?
+					    ZA_JOB_RUNNING :
+				    rs.state == ZA_REBUILD_PAUSED ?
+					    ZA_JOB_PAUSED :
+					    ZA_JOB_DONE;
+			js->done_bytes = rs.done_bytes;
+			js->total_bytes = rs.total_bytes;
+			js->rate_bps = rs.rate_bps;
+			js->eta_s = rs.eta_s;
+			js->rate_limit_bps = rs.rate_limit_bps;
+			js->read_bytes = rs.read_bytes;
+			js->written_bytes = rs.written_bytes;
+			js->elapsed_ns = rs.elapsed_ns;
+			js->error = rs.last_error;
+		}
+	}
 	st->k = a->sb->geom.k;
 	st->p = a->sb->geom.p;
 	st->chunk_bytes = a->sb->geom.chunk_bytes;
@@ -792,4 +1188,313 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 		    i, path);
 	za_engine_member_fail(a->eng, i, -ECANCELED);
 	return 0;
+}
+
+/* ---- drive lifecycle: add, remove, replace ---- */
+
+static int member_find(const struct za_array *a, const char *path)
+{
+	unsigned i;
+
+	for (i = 0; i < a->nr_members; i++)
+		if (!strcmp(a->paths[i], path))
+			return (int)i;
+	return -1;
+}
+
+/* Grow the per-member arrays by one (no superblock write in flight). */
+static int members_grow(struct za_array *a)
+{
+	unsigned n = a->nr_members + 1;
+	struct za_dev **devs;
+	char(*paths)[256];
+	uint8_t *states;
+	struct za_sb_write_op *ops;
+
+	while (a->sb_pending) /* their ops live in sb_ops */
+		za_io_run_once(a->io);
+	devs = realloc(a->devs, n * sizeof(*devs));
+	if (devs)
+		a->devs = devs;
+	paths = realloc(a->paths, n * sizeof(*paths));
+	if (paths)
+		a->paths = paths;
+	states = realloc(a->states, n);
+	if (states)
+		a->states = states;
+	ops = realloc(a->sb_ops, n * sizeof(*ops));
+	if (ops)
+		a->sb_ops = ops;
+	if (!devs || !paths || !states || !ops)
+		return -ENOMEM;
+	a->devs[n - 1] = NULL;
+	a->paths[n - 1][0] = 0;
+	a->states[n - 1] = ZA_MEMBER_REMOVED;
+	memset(&a->sb_ops[n - 1], 0, sizeof(a->sb_ops[n - 1]));
+	return 0;
+}
+
+/* Open, check and format @path and make it member a->nr_members. */
+static int add_one(struct za_array *a, const char *path, unsigned *idx,
+		   char *err, size_t errlen)
+{
+	struct za_sb_member *m;
+	struct za_dev *dev;
+	struct za_sb *old;
+	const char *hint = path;
+	unsigned i, eidx;
+	int ret;
+
+	if (a->nr_members >= ZA_SB_MAX_MEMBERS) {
+		seterr(err, errlen, "array '%s' has %u members, the most",
+		       a->sb->name, a->nr_members);
+		return -ENOSPC;
+	}
+	if (member_find(a, path) >= 0) {
+		seterr(err, errlen, "%s is already a member of '%s'", path,
+		       a->sb->name);
+		return -EEXIST;
+	}
+	ret = member_open(a->io, path, &dev);
+	if (ret) {
+		seterr(err, errlen, "%s: %s", path,
+		       ret == -EMEDIUMTYPE ? "not a zoned drive" :
+		       ret == -EWOULDBLOCK || ret == -EBUSY ?
+					     "in use by another process" :
+					     strerror(-ret));
+		return ret == -EWOULDBLOCK ? -EBUSY : ret;
+	}
+	for (i = 0; i < a->nr_members; i++) {
+		struct stat x, y;
+
+		if (a->devs[i] && !stat(a->paths[i], &x) && !stat(path, &y) &&
+		    same_file(&x, &y)) {
+			seterr(err, errlen, "%s is member %s already", path,
+			       a->paths[i]);
+			ret = -EEXIST;
+			goto err_close;
+		}
+	}
+	ret = za_sb_check_dev(dev);
+	if (ret) {
+		seterr(err, errlen,
+		       "%s: unsuitable drive (too few or too small zones, or "
+		       "blocks other than 4096 bytes)",
+		       path);
+		goto err_close;
+	}
+	old = malloc(sizeof(*old));
+	if (!old) {
+		ret = -ENOMEM;
+		goto err_close;
+	}
+	ret = za_sb_read(dev, old);
+	if (!ret) {
+		seterr(err, errlen,
+		       "%s belongs to array '%s'; destroy that array or clear "
+		       "the drive first",
+		       path, old->name);
+		free(old);
+		ret = -EBUSY;
+		goto err_close;
+	}
+	free(old);
+	ret = members_grow(a);
+	if (ret)
+		goto err_close;
+	ret = za_sb_clear(dev);
+	if (!ret)
+		ret = za_engine_format(dev);
+	if (ret) {
+		seterr(err, errlen, "%s: formatting failed: %s", path,
+		       strerror(-ret));
+		goto err_close;
+	}
+	ret = za_engine_member_add(a->eng, dev, &eidx);
+	if (ret) {
+		seterr(err, errlen, "%s: %s", path,
+		       ret == -EBUSY ? "a rebuild is running; add the drive "
+				       "when it has finished" :
+				       "the array cannot use this drive");
+		goto err_close;
+	}
+	assert(eidx == a->nr_members);
+	i = a->nr_members++;
+	a->devs[i] = dev;
+	snprintf(a->paths[i], sizeof(a->paths[i]), "%s", path);
+	a->states[i] = ZA_MEMBER_ONLINE;
+	a->sb->nr_members = a->nr_members;
+	m = &a->sb->members[i];
+	memset(m, 0, sizeof(*m));
+	if (strlen(hint) >= ZA_SB_HINT_BYTES)
+		hint += strlen(hint) - (ZA_SB_HINT_BYTES - 1);
+	za_uuid_gen(&m->uuid);
+	m->state = ZA_MEMBER_ONLINE;
+	m->nr_zones = dev->caps.nr_zones;
+	m->capacity_bytes = dev->caps.capacity_bytes;
+	m->zone_size_bytes = dev->caps.zone_size_bytes;
+	snprintf(m->path_hint, sizeof(m->path_hint), "%s", hint);
+	*idx = i;
+	return 0;
+
+err_close:
+	za_dev_close(dev);
+	return ret;
+}
+
+int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
+		 char *err, size_t errlen)
+{
+	unsigned i, idx;
+	int ret = 0;
+
+	for (i = 0; i < n && !ret; i++) {
+		ret = add_one(a, paths[i], &idx, err, errlen);
+		if (!ret)
+			za_log_info("array %s: member %u (%s) added",
+				    a->sb->name, idx, paths[i]);
+	}
+	if (i > 1 || !ret)
+		sb_round(a); /* the drives added so far are members */
+	return ret;
+}
+
+/* Can @n more members stop taking new segments? */
+static int drain_check(struct za_array *a, unsigned n, char *err, size_t errlen)
+{
+	unsigned w = (unsigned)a->sb->geom.k + a->sb->geom.p;
+	unsigned left = za_engine_nr_writable(a->eng);
+
+	if (left < n || left - n < w) {
+		seterr(err, errlen,
+		       "removing would leave %u writable members; %u+%u "
+		       "needs %u",
+		       left >= n ? left - n : 0, (unsigned)a->sb->geom.k,
+		       (unsigned)a->sb->geom.p, w);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+static int drain_start(struct za_array *a, unsigned idx)
+{
+	int ret = za_engine_member_drain(a->eng, idx);
+
+	if (ret)
+		return ret;
+	a->states[idx] = ZA_MEMBER_DRAINING;
+	return 0;
+}
+
+int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
+		    char *err, size_t errlen)
+{
+	int idx[64];
+	unsigned i, j;
+	int ret;
+
+	if (n > 64) {
+		seterr(err, errlen, "remove at most 64 drives at once");
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++) {
+		idx[i] = member_find(a, paths[i]);
+		if (idx[i] < 0) {
+			seterr(err, errlen, "%s is not a member of array '%s'",
+			       paths[i], a->sb->name);
+			return -ENOENT;
+		}
+		for (j = 0; j < i; j++)
+			if (idx[j] == idx[i]) {
+				seterr(err, errlen, "%s is named twice",
+				       paths[i]);
+				return -EINVAL;
+			}
+		if (a->states[idx[i]] != ZA_MEMBER_ONLINE) {
+			seterr(err, errlen, "%s is %s", paths[i],
+			       za_member_state_str(a->states[idx[i]]));
+			return -EINVAL;
+		}
+	}
+	ret = drain_check(a, n, err, errlen);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		drain_start(a, (unsigned)idx[i]);
+		za_log_info("array %s: member %u (%s) draining for removal",
+			    a->sb->name, idx[i], paths[i]);
+	}
+	sb_round(a);
+	rebuild_now(a);
+	return 0;
+}
+
+int za_array_replace(struct za_array *a, const char *old_path,
+		     const char *new_path, char *err, size_t errlen)
+{
+	int o = member_find(a, old_path);
+	unsigned idx;
+	int ret;
+
+	if (o < 0) {
+		seterr(err, errlen, "%s is not a member of array '%s'",
+		       old_path, a->sb->name);
+		return -ENOENT;
+	}
+	if (a->states[o] != ZA_MEMBER_ONLINE &&
+	    a->states[o] != ZA_MEMBER_FAILED &&
+	    a->states[o] != ZA_MEMBER_MISSING) {
+		seterr(err, errlen, "%s is %s", old_path,
+		       za_member_state_str(a->states[o]));
+		return -EINVAL;
+	}
+	ret = add_one(a, new_path, &idx, err, errlen);
+	if (ret)
+		return ret;
+	/* OLD serves reads until NEW has its columns (a failed OLD is
+	 * decoded instead); every column goes to NEW if NEW can take it. */
+	if (a->states[o] == ZA_MEMBER_ONLINE)
+		drain_start(a, (unsigned)o);
+	za_rebuild_set_dest(a->rb, (unsigned)o, (int)idx);
+	za_log_info("array %s: replacing member %d (%s) with %u (%s)",
+		    a->sb->name, o, old_path, idx, new_path);
+	sb_round(a);
+	rebuild_now(a);
+	return 0;
+}
+
+int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
+		   size_t errlen)
+{
+	struct za_scrub_status st;
+	int ret;
+
+	if (!a->scrub) {
+		seterr(err, errlen, "array '%s' has no volume", a->sb->name);
+		return -EINVAL;
+	}
+	za_scrub_status(a->scrub, &st);
+	if (!start) {
+		if (st.state != ZA_SCRUB_RUNNING &&
+		    st.state != ZA_SCRUB_PAUSED) {
+			seterr(err, errlen, "no scrub of '%s' is running",
+			       a->sb->name);
+			return -EINVAL;
+		}
+		za_scrub_stop(a->scrub);
+		return 0;
+	}
+	if (st.state == ZA_SCRUB_RUNNING || st.state == ZA_SCRUB_PAUSED) {
+		seterr(err, errlen, "a scrub of '%s' is running", a->sb->name);
+		return -EALREADY;
+	}
+	if (rate_bps)
+		za_scrub_set_rate(a->scrub, rate_bps);
+	/* A stopped scrub goes on after the last segment it finished. */
+	ret = za_scrub_start(a->scrub);
+	if (ret)
+		seterr(err, errlen, "cannot start a scrub: %s", strerror(-ret));
+	else
+		za_log_info("array %s: scrub started", a->sb->name);
+	return ret;
 }

@@ -100,6 +100,12 @@ struct za_array_job_status {
 	uint64_t done_bytes, total_bytes;
 	uint64_t rate_bps; /* 0: not known yet */
 	uint64_t eta_s; /* 0: not known */
+	uint64_t rate_limit_bps; /* 0: none */
+	uint64_t read_bytes, written_bytes; /* device bytes so far */
+	uint64_t elapsed_ns;
+	int error; /* DONE: 0 or why it stopped short (-errno) */
+	/* scrub: what it found and what it repaired */
+	uint64_t err_read, err_checksum, err_parity, repaired;
 };
 
 #define ZA_ARRAY_MAX_JOBS 4
@@ -122,8 +128,62 @@ struct za_array_status {
 /* Fill @st (members[] is allocated; free it). Returns 0 or -ENOMEM. */
 int za_array_status(struct za_array *a, struct za_array_status *st);
 
+/*
+ * Rebuild control. START begins a rebuild now (also with the automatic
+ * policy off); PAUSE holds new work (in-flight stripes finish); RESUME
+ * goes on; RATE sets the limit (bytes of lost live columns restored per
+ * second; 0: none) and may come with START and RESUME. Returns 0 or
+ * -errno with @err set (-EALREADY, -EINVAL).
+ */
+enum za_array_rebuild_op {
+	ZA_ARRAY_REBUILD_START = 1,
+	ZA_ARRAY_REBUILD_PAUSE = 2,
+	ZA_ARRAY_REBUILD_RESUME = 3,
+	ZA_ARRAY_REBUILD_RATE = 4,
+};
+int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
+		     uint64_t rate_bps, char *err, size_t errlen);
+/* Rebuild policy for every array: start by itself after a failure and at
+ * assembly (default), or only by request. */
+void za_array_set_auto_rebuild(bool on);
+
+/*
+ * Drive lifecycle, online. add: each drive is checked (zoned, unused),
+ * formatted and becomes a member new segments use at once. remove: the
+ * members drain (no new segments; their columns are copied to the others,
+ * full redundancy kept throughout), then become "removed" with their
+ * superblocks cleared. replace: NEW is added and OLD drains onto it (a
+ * failed OLD is rebuilt onto it). Each returns 0 once the job started,
+ * or -errno with @err set.
+ */
+int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
+		 char *err, size_t errlen);
+int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
+		    char *err, size_t errlen);
+int za_array_replace(struct za_array *a, const char *old_path,
+		     const char *new_path, char *err, size_t errlen);
+/*
+ * Scrub: @start reads every live stripe whole, checks checksums and
+ * parity, and moves bad columns (rate-limited by @rate_bps, bytes read
+ * per second; 0: none); a stopped scrub resumes after the last segment
+ * it finished. !@start stops it. 0 or -errno with @err set.
+ */
+int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
+		   size_t errlen);
 /* Mark the member at @path failed, as if it had failed. */
 int za_array_fail(struct za_array *a, const char *path, char *err,
 		  size_t errlen);
+
+/*
+ * Fault injection, a test aid. When on, every member opened later (by
+ * create and assemble) is wrapped in the fault injector (dev-fault.h);
+ * za_array_inject() then sets the faults of the member at @path from a
+ * za_fault_parse() spec, "none" clearing them. Returns 0 or -errno with
+ * @err set: -ENOENT (not a member), -ENODEV (missing), -EOPNOTSUPP
+ * (that member was opened while fault injection was off), -EINVAL (spec).
+ */
+void za_array_set_fault_injection(bool on);
+int za_array_inject(struct za_array *a, const char *path, const char *spec,
+		    char *err, size_t errlen);
 
 #endif /* ZA_ARRAY_H */

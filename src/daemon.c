@@ -25,9 +25,9 @@
  * and exports it again. `stop` and `destroy` remove the record; a
  * shutdown (SIGTERM, `zarray shutdown`) keeps it.
  *
- * Commands the array layer cannot do yet (add, remove, replace, rebuild
- * and scrub actions) are parsed, checked and refused with ERR_INVALID
- * "not supported by this version", never faked.
+ * Drive lifecycle (add, remove, replace), rebuild and scrub commands go
+ * to array.c, which starts the background jobs; their progress reaches
+ * `status` and `watch` through the array's job list.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -392,15 +392,6 @@ static void reply_not_found(struct za_rpc_conn *c, uint64_t id,
 {
 	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
 			   "no array named '%s' is running", name);
-}
-
-static void reply_unsupported(struct za_rpc_conn *c, uint64_t id,
-			      const char *name, const char *what)
-{
-	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EOPNOTSUPP,
-			   "%s: %s is not supported by this version of "
-			   "zarrayd",
-			   name, what);
 }
 
 /* Check the name a request carries; answers and returns false if bad. */
@@ -1273,14 +1264,99 @@ static void h_fail(struct za_daemon *d, struct za_rpc_conn *c,
 	reply_done(c, req->id, "marked failed");
 }
 
+/* Testing only (zarrayd --fault-injection): set a member's faults. */
+static void h_debug_inject(struct za_daemon *d, struct za_rpc_conn *c,
+			   const Zarray__Request *req)
+{
+	const Zarray__DebugInject *m = req->debug_inject;
+	struct d_array *e = named(d, c, req->id, m->name);
+	char err[256] = "", peer[64];
+	size_t i, n = strlen(m->spec);
+	int ret;
+
+	if (!e || !check_paths(c, req->id, &m->path, 1, 1))
+		return;
+	for (i = 0; i < n && m->spec[i] > ' ' && m->spec[i] < 0x7f; i++)
+		;
+	if (!n || n > 256 || i < n) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "a fault spec is 1-256 printable "
+				   "characters without spaces");
+		return;
+	}
+	za_log_info("%s: debug inject %s %s (%s)", m->name, m->path, m->spec,
+		    peer_str(c, peer, sizeof(peer)));
+	ret = za_array_inject(e->a, m->path, m->spec, err, sizeof(err));
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	reply_done(c, req->id, "faults set");
+}
+
+/* Remember new member paths in the array's state record. */
+static void record_add_paths(struct za_daemon *d, struct d_array *e,
+			     char *const *paths, size_t n)
+{
+	char **np = realloc(e->paths, (e->nr_paths + n) * sizeof(*np));
+	size_t i;
+
+	if (!np)
+		return; /* the record stays as it was: logged below */
+	e->paths = np;
+	for (i = 0; i < n; i++) {
+		e->paths[e->nr_paths] = strdup(paths[i]);
+		if (e->paths[e->nr_paths])
+			e->nr_paths++;
+	}
+	record_write(d, e);
+}
+
+enum d_member_op { D_ADD, D_REMOVE, D_REPLACE };
+
 static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
 		      const Zarray__Request *req, const char *name,
-		      char *const *paths, size_t n, const char *what)
+		      char *const *paths, size_t n, enum d_member_op op)
 {
-	if (!named(d, c, req->id, name) ||
-	    !check_paths(c, req->id, paths, n, 1))
+	struct d_array *e = named(d, c, req->id, name);
+	char err[256] = "", peer[64];
+	int ret;
+
+	if (!e || !check_paths(c, req->id, paths, n, op == D_REPLACE ? 2 : 1))
 		return;
-	reply_unsupported(c, req->id, name, what);
+	za_log_info("%s: %s %s%s%s (%s)", name,
+		    op == D_ADD	   ? "add" :
+		    op == D_REMOVE ? "remove" :
+				     "replace",
+		    paths[0], n > 1 ? " ..." : "", "",
+		    peer_str(c, peer, sizeof(peer)));
+	switch (op) {
+	case D_ADD:
+		ret = za_array_add(e->a, (const char *const *)paths,
+				   (unsigned)n, err, sizeof(err));
+		if (ret >= 0)
+			record_add_paths(d, e, paths, n);
+		break;
+	case D_REMOVE:
+		ret = za_array_remove(e->a, (const char *const *)paths,
+				      (unsigned)n, err, sizeof(err));
+		break;
+	default:
+		ret = za_array_replace(e->a, paths[0], paths[1], err,
+				       sizeof(err));
+		if (ret >= 0)
+			record_add_paths(d, e, paths + 1, 1);
+		break;
+	}
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	reply_done(c, req->id,
+		   op == D_ADD	  ? "added" :
+		   op == D_REMOVE ? "draining; see zarray watch" :
+				    "replacing; see zarray watch");
 }
 
 static void reply_jobs(struct za_daemon *d, struct za_rpc_conn *c, uint64_t id,
@@ -1321,6 +1397,10 @@ static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
 {
 	const Zarray__Rebuild *m = req->rebuild;
 	struct d_array *e = named(d, c, req->id, m->name);
+	enum za_array_rebuild_op op;
+	char err[256] = "", peer[64];
+	const char *what;
+	int ret;
 
 	if (!e)
 		return;
@@ -1333,14 +1413,17 @@ static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
 	case ZARRAY__REBUILD_ACTION__REBUILD_PAUSE:
 		if (m->has_rate_bps)
 			break;
-		reply_unsupported(c, req->id, m->name, "pausing a rebuild");
-		return;
+		op = ZA_ARRAY_REBUILD_PAUSE;
+		what = "rebuild paused";
+		goto act;
 	case ZARRAY__REBUILD_ACTION__REBUILD_START:
-		reply_unsupported(c, req->id, m->name, "starting a rebuild");
-		return;
+		op = ZA_ARRAY_REBUILD_START;
+		what = "rebuild running";
+		goto act;
 	case ZARRAY__REBUILD_ACTION__REBUILD_RESUME:
-		reply_unsupported(c, req->id, m->name, "resuming a rebuild");
-		return;
+		op = ZA_ARRAY_REBUILD_RESUME;
+		what = "rebuild running";
+		goto act;
 	default:
 		za_rpc_reply_error(c, req->id,
 				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
@@ -1349,6 +1432,33 @@ static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
 	}
 	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
 			   "a rate applies to start and resume only");
+	return;
+
+act:
+	za_log_info("%s: rebuild %s%s (%s)", m->name,
+		    op == ZA_ARRAY_REBUILD_PAUSE ? "pause" :
+		    op == ZA_ARRAY_REBUILD_START ? "start" :
+						   "resume",
+		    m->has_rate_bps ? " with a rate limit" : "",
+		    peer_str(c, peer, sizeof(peer)));
+	/* A rate alone on a running job just changes the limit. */
+	if (m->has_rate_bps &&
+	    (ret = za_array_rebuild(e->a, ZA_ARRAY_REBUILD_RATE, m->rate_bps,
+				    err, sizeof(err))) < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	ret = za_array_rebuild(e->a, op, 0, err, sizeof(err));
+	if (ret == -EALREADY && m->has_rate_bps &&
+	    op != ZA_ARRAY_REBUILD_PAUSE) {
+		reply_done(c, req->id, "rate limit changed");
+		return;
+	}
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	reply_done(c, req->id, what);
 }
 
 static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
@@ -1364,11 +1474,23 @@ static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
 		return;
 	case ZARRAY__SCRUB_ACTION__SCRUB_START:
-		reply_unsupported(c, req->id, m->name, "scrubbing");
+	case ZARRAY__SCRUB_ACTION__SCRUB_STOP: {
+		bool start = m->action == ZARRAY__SCRUB_ACTION__SCRUB_START;
+		char err[256] = "", peer[64];
+		int ret;
+
+		za_log_info("%s: scrub %s (%s)", m->name,
+			    start ? "start" : "stop",
+			    peer_str(c, peer, sizeof(peer)));
+		ret = za_array_scrub(e->a, start, 0, err, sizeof(err));
+		if (ret < 0) {
+			reply_array_err(c, req->id, ret, strerror(-ret), err);
+			return;
+		}
+		reply_done(c, req->id,
+			   start ? "scrub running" : "scrub stopped");
 		return;
-	case ZARRAY__SCRUB_ACTION__SCRUB_STOP:
-		reply_unsupported(c, req->id, m->name, "stopping a scrub");
-		return;
+	}
 	default:
 		za_rpc_reply_error(c, req->id,
 				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
@@ -1508,11 +1630,11 @@ static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 		break;
 	case ZARRAY__REQUEST__BODY_ADD:
 		h_members(d, c, req, req->add->name, req->add->paths,
-			  req->add->n_paths, "adding devices");
+			  req->add->n_paths, D_ADD);
 		break;
 	case ZARRAY__REQUEST__BODY_REMOVE:
 		h_members(d, c, req, req->remove->name, req->remove->paths,
-			  req->remove->n_paths, "removing devices");
+			  req->remove->n_paths, D_REMOVE);
 		break;
 	case ZARRAY__REQUEST__BODY_FAIL:
 		h_fail(d, c, req);
@@ -1521,8 +1643,7 @@ static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 		char *paths[2] = { req->replace->old_path,
 				   req->replace->new_path };
 
-		h_members(d, c, req, req->replace->name, paths, 2,
-			  "replacing a device");
+		h_members(d, c, req, req->replace->name, paths, 2, D_REPLACE);
 		break;
 	}
 	case ZARRAY__REQUEST__BODY_REBUILD:
@@ -1539,6 +1660,9 @@ static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 		break;
 	case ZARRAY__REQUEST__BODY_SHUTDOWN:
 		h_shutdown(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_DEBUG_INJECT:
+		h_debug_inject(d, c, req);
 		break;
 	default:
 		/* A newer client's command decodes as no body at all. */

@@ -17,8 +17,11 @@
  *   +--------+-----------------+-----------+------------+---------------+-----------+
  *
  * The metadata (everything before data_off) is mmap()ed shared, so every
- * write pointer update is a store that survives the process being killed,
- * exactly as a real drive's write pointer survives its host process. Data
+ * write pointer update survives the process being killed, exactly as a
+ * real drive's write pointer survives its host process. A zone table
+ * entry is written with one pwrite() rather than stores into the mapping:
+ * a process killed between two stores would leave an entry that fails its
+ * checksum, and a drive whose write pointer update is not atomic. Data
  * goes through pwrite()/pread() at data_off + the device offset.
  *
  * The volatile write cache is modelled, not simulated byte by byte: each
@@ -157,16 +160,26 @@ static uint8_t *zent_ptr(struct emu *e, uint32_t i)
 
 static void zent_store(struct emu *e, uint32_t i)
 {
-	uint8_t *p = zent_ptr(e, i);
+	uint8_t p[EMU_ZENT_BYTES] = { 0 };
 	struct emu_zone *z = &e->zones[i];
+	off_t off = (off_t)(e->zt_off + (uint64_t)i * EMU_ZENT_BYTES);
 
 	if (e->rdonly)
 		return;
-	memset(p, 0, EMU_ZENT_BYTES);
 	za_put_le64(p + Z_WP, z->wp_rel);
 	za_put_le64(p + Z_FLUSHED, z->flushed_rel);
 	p[Z_COND] = (uint8_t)z->cond;
 	za_put_le32(p + Z_CRC, za_crc32c(p, Z_CRC));
+	/*
+	 * All or nothing for a killed process: a write within one page (the
+	 * entries are 32-byte aligned) is copied whole or not at all, and
+	 * the mapping sees it at once (one page cache).
+	 */
+	if (pwrite(e->fd, p, sizeof(p), off) == (ssize_t)sizeof(p))
+		return;
+	za_log_err("%s: zone %u: writing its zone table entry failed: %s",
+		   e->dev.path, i, strerror(errno));
+	memcpy(zent_ptr(e, i), p, sizeof(p));
 }
 
 static uint64_t *undo_count_ptr(struct emu *e)

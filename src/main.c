@@ -28,6 +28,7 @@
 
 #include <ev.h>
 
+#include "array.h"
 #include "daemon.h"
 #include "io.h"
 #include "log.h"
@@ -43,6 +44,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: zarrayd [-s SOCKET] [--run-dir DIR] [--state-dir DIR] "
 		"[-f] [-v]\n"
+		"               [--rebuild auto|manual] [--fault-injection]\n"
 		"\n"
 		"The zarray array service: assembles the arrays recorded in "
 		"its state\ndirectory and serves the zarray command over a "
@@ -53,6 +55,10 @@ static void usage(FILE *f)
 		"      --state-dir DIR state directory (default %s)\n"
 		"  -f, --foreground    stay in the foreground, log to stderr\n"
 		"  -v, --verbose       debug messages\n"
+		"      --rebuild POLICY  auto (default): rebuild lost "
+		"redundancy by itself;\n"
+		"                      manual: only on zarray rebuild start\n"
+		"      --fault-injection  testing only: zarray debug inject\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this help\n"
 		"\nSee zarrayd(8).\n",
@@ -140,13 +146,15 @@ static void detach_stdio(void)
 
 int main(int argc, char **argv)
 {
-	enum { O_RUN_DIR = 256, O_STATE_DIR };
+	enum { O_RUN_DIR = 256, O_STATE_DIR, O_FAULT_INJECTION, O_REBUILD };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "run-dir", required_argument, NULL, O_RUN_DIR },
 		{ "state-dir", required_argument, NULL, O_STATE_DIR },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "fault-injection", no_argument, NULL, O_FAULT_INJECTION },
+		{ "rebuild", required_argument, NULL, O_REBUILD },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -159,7 +167,7 @@ int main(int argc, char **argv)
 	ev_signal sigterm, sigint;
 	struct ev_loop *loop;
 	struct za_io *io;
-	bool fg = false;
+	bool fg = false, faults = false;
 	int c, ret, ready_fd = -1, verbose = 0;
 
 	za_log_set_ident("zarrayd");
@@ -179,6 +187,22 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			verbose++;
+			break;
+		case O_FAULT_INJECTION:
+			faults = true;
+			break;
+		case O_REBUILD:
+			if (!strcmp(optarg, "auto")) {
+				za_array_set_auto_rebuild(true);
+			} else if (!strcmp(optarg, "manual")) {
+				za_array_set_auto_rebuild(false);
+			} else {
+				fprintf(stderr,
+					"zarrayd: --rebuild is auto or "
+					"manual, not '%s'\n",
+					optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'V':
 			printf("zarrayd %s\n", PACKAGE_VERSION);
@@ -203,6 +227,12 @@ int main(int argc, char **argv)
 	}
 	/* A daemon says what it does; -v adds debug detail. */
 	za_log_set_level(verbose ? ZA_LOG_DEBUG : ZA_LOG_INFO);
+	if (faults) {
+		/* Before any array opens its members. */
+		za_array_set_fault_injection(true);
+		za_log_warn("fault injection is on: a testing mode, not for "
+			    "arrays that hold data anyone needs");
+	}
 
 	run = absolute(run_arg);
 	state = absolute(state_arg);

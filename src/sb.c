@@ -17,6 +17,7 @@
 #include <sys/random.h>
 
 #include "byteorder.h"
+#include "crash.h"
 #include "crc.h"
 #include "log.h"
 #include "sb.h"
@@ -1035,6 +1036,7 @@ static void sb_async_cb(struct za_dev_req *req)
 		sb_async_submit(op, &op->req[1], ZA_DEV_OP_FLUSH, 0, NULL, 0);
 		break;
 	case SB_STEP_FLUSH:
+		za_crash_point("sb-write");
 		sb_async_finish(op, 0);
 		break;
 	}

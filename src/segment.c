@@ -48,7 +48,7 @@
  * the stripes that completed), an -EIO/-ENODEV excludes the member at once
  * (invariant 4: no later group is placed on it), and every stripe of the
  * group that did not complete is written again, whole, from the buffer
- * still held, into a new group, with a new sequence number.
+ * still held, into a new group, keeping its sequence number.
  *
  * Reads are per (stripe, column) unit: the column's header and the needed
  * payload range are read, every block is checked against the CRC in the
@@ -59,11 +59,13 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "byteorder.h"
+#include "crash.h"
 #include "crc.h"
 #include "ec.h"
 #include "log.h"
@@ -88,6 +90,8 @@ struct member {
 	uint32_t free_zones;
 	uint32_t hint; /* next zone to look at */
 	unsigned active; /* engine zones open on it */
+	unsigned rb_writes; /* column rebuilds writing to it */
+	unsigned rb_reads; /* rebuild column reads in flight on it */
 	unsigned limit; /* max engine zones open at once */
 	unsigned taking; /* bit per stream: in that stream's taking group */
 	struct za_member_stats st;
@@ -106,8 +110,17 @@ struct za_segment {
 	uint32_t nr_stripes;
 	uint32_t next_stripe;
 	unsigned inflight;
+	/* Where each column is now: a rebuild may have moved one. */
 	uint16_t member[ZA_EC_MAX_WIDTH];
 	uint32_t zone[ZA_EC_MAX_WIDTH];
+	/* Where the stripe headers say the columns are (as first placed). */
+	uint16_t hdr_member[ZA_EC_MAX_WIDTH];
+	uint32_t hdr_zone[ZA_EC_MAX_WIDTH];
+	/* Stripes of a column readable where it is now: all for a column
+	 * never moved; those a rebuild wrote for a moved one. */
+	uint32_t col_upto[ZA_EC_MAX_WIDTH];
+	uint64_t rb_cols; /* columns a rebuild is writing now */
+	uint64_t dead_cols; /* lost columns left as they are: no live data */
 	unsigned grp_idx; /* place in its group */
 	struct za_segment *hnext;
 	/* FINISH of the columns once sealed and idle */
@@ -125,7 +138,8 @@ struct group {
 	bool taking;
 	struct za_segment **segs;
 	struct group *hnext;
-	unsigned readers; /* reads in flight */
+	unsigned readers; /* reads in flight, column rebuilds running */
+	unsigned rebuilding; /* column rebuilds running */
 	/* release (garbage collection) */
 	bool releasing;
 	unsigned rel_pending;
@@ -173,6 +187,7 @@ struct za_engine {
 	unsigned fin_pending; /* FINISH requests in flight */
 	unsigned reads; /* reads in flight */
 	unsigned rel_pending; /* group releases not finished */
+	unsigned rebuilds; /* column rebuilds running */
 	struct za_engine_stats st;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
@@ -459,7 +474,8 @@ bool za_engine_busy(const struct za_engine *e)
 	for (i = 0; i < e->nr_streams; i++)
 		if (e->streams[i].pend_head)
 			return true;
-	return e->inflight || e->fin_pending || e->reads || e->rel_pending;
+	return e->inflight || e->fin_pending || e->reads || e->rel_pending ||
+	       e->rebuilds;
 }
 
 const struct za_stripe_layout *za_engine_layout(const struct za_engine *e)
@@ -582,6 +598,9 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 
 			g->member[i] = (uint16_t)cand[j * w + i];
 			g->zone[i] = take_zone(m);
+			g->hdr_member[i] = g->member[i];
+			g->hdr_zone[i] = g->zone[i];
+			g->col_upto[i] = UINT32_MAX;
 			m->active++;
 			m->taking |= 1u << st->id;
 			if (m->zcap[g->zone[i]] < min_cap)
@@ -797,8 +816,8 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 	h.group_stripes = g->grp->nr_stripes;
 	h.stream = (uint8_t)g->st->id;
 	for (i = 0; i < l->width; i++) {
-		h.members[i] = g->member[i];
-		h.zones[i] = g->zone[i];
+		h.members[i] = g->hdr_member[i];
+		h.zones[i] = g->hdr_zone[i];
 	}
 	for (c = 0; c < l->width; c++) {
 		h.col = (uint8_t)c;
@@ -837,7 +856,6 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	s->group_pos = grp->next_pos++;
 	s->stripe_idx = g->next_stripe++;
 	assert(s->stripe_idx == s->group_pos / grp->w);
-	s->seq = e->seq++;
 	s->fail_mask = 0;
 	g->inflight++;
 	e->inflight++;
@@ -936,6 +954,15 @@ void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
 	assert(s->stream < e->nr_streams && s->done &&
 	       s->nr_blocks <= e->streams[s->stream].l.data_blocks);
 	s->tries = 0;
+	/*
+	 * The sequence number is taken here, in the order the owner hands
+	 * stripes over, not when a stream dispatches them: streams queue
+	 * separately, and recovery replays by sequence, so an unmap record
+	 * queued in the journal before a data stripe rewriting those blocks
+	 * must stay before it. A stripe written again after a failure keeps
+	 * its number (the copies hold the same blocks).
+	 */
+	s->seq = e->seq++;
 	enqueue(e, s, false);
 	pump(e);
 }
@@ -965,6 +992,77 @@ static void member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
 	}
 	if (notify && e->member_failed)
 		e->member_failed(e, idx, err, e->priv);
+}
+
+int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
+{
+	unsigned n = e->nr_members, i;
+	struct member *m;
+	int ret;
+
+	/* Column rebuilds hold member pointers: add between them. */
+	if (e->rebuilds)
+		return -EBUSY;
+	if (n >= ZA_SB_MAX_MEMBERS)
+		return -ENOSPC;
+	/* Stripe buffers are split for the engine's I/O size already. */
+	if ((dev->caps.max_io_bytes & ~4095u) < e->io_max) {
+		za_log_err("%s: largest I/O %u bytes, below the array's %u",
+			   dev->path, dev->caps.max_io_bytes, e->io_max);
+		return -EINVAL;
+	}
+	for (i = 0; i < e->nr_streams; i++)
+		if (e->streams[i].l.chunk_bytes % dev->caps.write_gran_bytes)
+			return -EINVAL;
+	m = realloc(e->m, (n + 1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	e->m = m;
+	memset(&e->m[n], 0, sizeof(e->m[n]));
+	e->m[n].state = ZA_MEMBER_ONLINE;
+	ret = member_init(e, n, dev, 8192);
+	if (ret) {
+		free(e->m[n].zkind);
+		free(e->m[n].zcap);
+		free(e->m[n].zwp);
+		memset(&e->m[n], 0, sizeof(e->m[n]));
+		return ret;
+	}
+	e->nr_members = n + 1;
+	*idx = n;
+	za_log_info("%s: member %u added: %u free zones", dev->path, n,
+		    e->m[n].free_zones);
+	pump(e);
+	return 0;
+}
+
+int za_engine_member_drain(struct za_engine *e, unsigned idx)
+{
+	struct member *m = &e->m[idx];
+	unsigned i, j, c;
+
+	assert(idx < e->nr_members);
+	if (m->state != ZA_MEMBER_ONLINE || !m->dev)
+		return -EINVAL;
+	m->state = ZA_MEMBER_DRAINING;
+	za_log_info("%s: member %u draining: no new segments; its columns "
+		    "move to other members",
+		    m->dev->path, idx);
+	/* Groups still taking stripes on it stop now, as for a failure. */
+	for (i = 0; i < e->nr_streams; i++) {
+		struct group *grp = e->streams[i].cur;
+		bool has = false;
+
+		if (!grp)
+			continue;
+		for (j = 0; j < grp->w; j++)
+			for (c = 0; c < e->streams[i].l.width; c++)
+				has |= grp->segs[j]->member[c] == idx;
+		if (has)
+			group_stop(e, grp);
+	}
+	pump(e);
+	return 0;
 }
 
 void za_engine_member_fail(struct za_engine *e, unsigned idx, int err)
@@ -1004,6 +1102,7 @@ static void col_write_done(struct za_dev_req *req)
 		s->seg_id = g->id;
 		e->st.stripes_written++;
 		seg_maybe_finish(e, g);
+		za_crash_point("stripe-complete");
 		s->done(s, 0);
 	} else {
 		seg_maybe_finish(e, g);
@@ -1128,6 +1227,32 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
 	return true;
 }
 
+/*
+ * Does a decoded header of segment @g name the place it was read from?
+ * Its members[]/zones[] are the segment's first placement; a column a
+ * rebuild moved says so (F_RELOCATED) and where it is now. 0 or -EBADMSG.
+ */
+static int hdr_place_check(const struct za_segment *g,
+			   const struct za_stripe_hdr *h)
+{
+	unsigned i, c = h->col;
+	bool moved = g->member[c] != g->hdr_member[c] ||
+		     g->zone[c] != g->hdr_zone[c];
+
+	for (i = 0; i < g->st->l.width; i++)
+		if (h->members[i] != g->hdr_member[i] ||
+		    h->zones[i] != g->hdr_zone[i])
+			return -EBADMSG;
+	if (h->flags & ZA_STRIPE_F_HOLE)
+		return -EBADMSG; /* a dead stripe: nothing to read here */
+	if (!moved)
+		return (h->flags & ZA_STRIPE_F_RELOCATED) ? -EBADMSG : 0;
+	if (!(h->flags & ZA_STRIPE_F_RELOCATED) ||
+	    h->at_member != g->member[c] || h->at_zone != g->zone[c])
+		return -EBADMSG;
+	return 0;
+}
+
 /* Check one column's header and blocks; 0 or -EBADMSG. */
 static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 		      bool only_wanted)
@@ -1135,7 +1260,6 @@ static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 	const struct za_stripe_layout *l = &u->g->st->l;
 	struct za_stripe_hdr h;
 	uint64_t dst;
-	unsigned i;
 	uint32_t j;
 
 	if (za_stripe_hdr_decode(ci->hdr, &h))
@@ -1146,10 +1270,8 @@ static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 		return -EBADMSG;
 	if (h.group_id != u->g->grp->id || h.group_idx != u->g->grp_idx)
 		return -EBADMSG;
-	for (i = 0; i < l->width; i++)
-		if (h.members[i] != u->g->member[i] ||
-		    h.zones[i] != u->g->zone[i])
-			return -EBADMSG;
+	if (hdr_place_check(u->g, &h))
+		return -EBADMSG;
 	for (j = 0; j < u->n; j++) {
 		if (only_wanted && !unit_wants(e, u, u->lo + j, &dst))
 			continue;
@@ -1218,7 +1340,7 @@ static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
 	unsigned i;
 
 	u->tried |= 1ull << col;
-	if (!readable(m))
+	if (!readable(m) || u->stripe_idx >= u->g->col_upto[col])
 		return false;
 	ci = calloc(1, sizeof(*ci));
 	if (!ci)
@@ -1578,6 +1700,11 @@ void za_engine_member_stats(const struct za_engine *e, unsigned idx,
 		st->used_zones += m->zkind[z] == Z_USED;
 }
 
+unsigned za_engine_nr_writable(const struct za_engine *e)
+{
+	return nr_writable(e);
+}
+
 unsigned za_engine_nr_lost(const struct za_engine *e)
 {
 	unsigned i, n = 0;
@@ -1622,7 +1749,7 @@ int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
 	info->nr_stripes = grp->nr_stripes;
 	info->next_pos = grp->next_pos;
 	info->taking = grp->taking;
-	info->busy = grp->releasing;
+	info->busy = grp->releasing || grp->rebuilding;
 	for (j = 0; j < grp->w; j++) {
 		info->seg_ids[j] = grp->segs[j] ? grp->segs[j]->id : 0;
 		if (grp->segs[j] &&
@@ -1841,8 +1968,9 @@ static struct za_segment *rec_segment(struct za_engine *e,
 	for (i = 0; i < width; i++) {
 		struct member *m = &e->m[h->members[i]];
 
-		g->member[i] = h->members[i];
-		g->zone[i] = h->zones[i];
+		g->member[i] = g->hdr_member[i] = h->members[i];
+		g->zone[i] = g->hdr_zone[i] = h->zones[i];
+		g->col_upto[i] = UINT32_MAX;
 		if (m->zkind && m->zkind[g->zone[i]] == Z_FREE) {
 			m->zkind[g->zone[i]] = Z_USED;
 			m->free_zones--;
@@ -1889,6 +2017,19 @@ static int rec_add(struct rec_ctx *rc, const struct za_stripe_hdr *h)
 	return 0;
 }
 
+/* Where the column a header describes is (moved by a rebuild or not). */
+static unsigned hdr_at_member(const struct za_stripe_hdr *h)
+{
+	return (h->flags & ZA_STRIPE_F_RELOCATED) ? h->at_member :
+						    h->members[h->col];
+}
+
+static uint32_t hdr_at_zone(const struct za_stripe_hdr *h)
+{
+	return (h->flags & ZA_STRIPE_F_RELOCATED) ? h->at_zone :
+						    h->zones[h->col];
+}
+
 /* Read and decode the header at @off of member @mi. */
 static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 			struct za_stripe_hdr *h)
@@ -1903,9 +2044,37 @@ static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 	ret = za_stripe_hdr_decode(rc->blk, h);
 	if (ret)
 		return ret;
-	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || h->members[h->col] != mi)
+	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || hdr_at_member(h) != mi)
 		return -EBADMSG;
 	return 0;
+}
+
+/*
+ * A column moved by a rebuild was found in zone @z of member @mi: make it
+ * the column's place unless a finished copy is already known. Partial
+ * copies (a rebuild interrupted) are dropped after pass 1. Returns true
+ * if the zone now holds the column.
+ */
+static bool rec_relocated(struct za_engine *e, struct za_segment *g, unsigned c,
+			  unsigned mi, uint32_t z)
+{
+	struct member *old;
+
+	if (g->member[c] == mi && g->zone[c] == z)
+		return true;
+	if (g->member[c] != g->hdr_member[c] || g->zone[c] != g->hdr_zone[c]) {
+		if (g->col_upto[c])
+			return false; /* a finished copy is known */
+		old = &e->m[g->member[c]];
+		if (old->zkind && old->zkind[g->zone[c]] == Z_USED)
+			old->zkind[g->zone[c]] = Z_UNCLAIMED;
+	}
+	g->member[c] = (uint16_t)mi;
+	g->zone[c] = z;
+	g->col_upto[c] = 0; /* until its last slot says it is complete */
+	if (e->m[mi].zkind[z] == Z_UNCLAIMED)
+		e->m[mi].zkind[z] = Z_USED;
+	return true;
 }
 
 /* Pass 1 on one zone: every slot up to the write pointer. */
@@ -1923,14 +2092,20 @@ static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
 		ret = rec_read_hdr(rc, mi, off, &h);
 		if (ret == -ENODEV)
 			return ret;
-		if (!ret && h.zones[h.col] != z)
+		if (!ret && hdr_at_zone(&h) != z)
 			ret = -EBADMSG;
 		if (!ret) {
 			g = rec_segment(e, &h);
+			if (g && (h.flags & ZA_STRIPE_F_RELOCATED) &&
+			    !rec_relocated(e, g, h.col, mi, z))
+				g = NULL;
 			if (g && g->member[h.col] == mi &&
 			    g->zone[h.col] == z) {
 				slot = g->st->l.slot_bytes;
-				ret = rec_add(rc, &h);
+				if (h.flags & ZA_STRIPE_F_COMPLETE)
+					g->col_upto[h.col] = h.stripe_idx + 1;
+				if (!(h.flags & ZA_STRIPE_F_HOLE))
+					ret = rec_add(rc, &h);
 				if (ret)
 					return ret;
 			} else {
@@ -1985,7 +2160,9 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 		tab[c] = mem + (size_t)c * ZA_STRIPE_LBA_BYTES;
 		if (c >= l->k && have >= l->k)
 			break;
-		if (!(r->cols & (1ull << c)) || !readable(&e->m[g->member[c]]))
+		if (!(r->cols & (1ull << c)) ||
+		    !readable(&e->m[g->member[c]]) ||
+		    r->stripe_idx >= g->col_upto[c])
 			continue;
 		off = (uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
 		      (uint64_t)r->stripe_idx * l->slot_bytes;
@@ -2014,13 +2191,38 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 	return ret;
 }
 
-int za_engine_recover(struct za_engine *e,
-		      int (*fn)(void *priv,
-				const struct za_recovered_stripe *rs),
-		      void *priv)
+/* Columns whose rebuild was interrupted go back to their lost place. */
+static void rec_drop_partial(struct za_engine *e)
+{
+	struct za_segment *g;
+	unsigned i, c;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+
+				if (g->col_upto[c])
+					continue;
+				za_log_info("recovery: segment %llu column %u: "
+					    "unfinished rebuild on member %u "
+					    "zone %u dropped",
+					    (unsigned long long)g->id, c,
+					    g->member[c], g->zone[c]);
+				if (m->zkind[g->zone[c]] == Z_USED)
+					m->zkind[g->zone[c]] = Z_UNCLAIMED;
+				g->member[c] = g->hdr_member[c];
+				g->zone[c] = g->hdr_zone[c];
+				g->col_upto[c] = UINT32_MAX;
+			}
+}
+
+int za_engine_recover_from(
+	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
+	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
 {
 	struct rec_ctx rc = { .e = e };
-	uint64_t *lbas = NULL;
+	uint64_t *lbas = NULL, min_seq = 0;
 	uint32_t maxdb = 0;
 	size_t i, o;
 	unsigned mi, si;
@@ -2051,6 +2253,7 @@ int za_engine_recover(struct za_engine *e,
 	}
 	if (ret)
 		goto out;
+	rec_drop_partial(e);
 	/* One record per stripe: merge the columns found. */
 	if (rc.nr) /* qsort(NULL, 0) is undefined */
 		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
@@ -2086,14 +2289,20 @@ int za_engine_recover(struct za_engine *e,
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* Pass 2, in the order things were written. */
+	/* Pass 2, in the order things were written. The owner may know the
+	 * drives up to a sequence number already (a checkpoint it reads now,
+	 * the tables being rebuilt): older stripes are left alone. */
 	if (rc.nr)
 		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
+	if (start)
+		ret = start(priv, &min_seq);
 	for (i = 0; i < rc.nr && !ret; i++) {
 		const struct rec_stripe *r = &rc.st[i];
 		struct za_recovered_stripe rs = { 0 };
 		struct za_segment *g = seg_find(e, r->seg_id);
 
+		if (r->seq <= min_seq)
+			continue;
 		if (r->bad || !g ||
 		    (unsigned)__builtin_popcountll(r->cols) < g->st->l.k) {
 			za_log_info("recovery: segment %llu stripe %u skipped "
@@ -2242,6 +2451,7 @@ static void release_reset_done(struct za_dev_req *req)
 {
 	struct group *grp = req->priv;
 
+	za_crash_point("zone-reset");
 	if (req->result && !grp->rel_result) {
 		grp->rel_result = req->result;
 		za_log_err("%s: zone at %llu: reset failed: %s", req->dev->path,
@@ -2365,4 +2575,1283 @@ unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
 				n++;
 			}
 	return n;
+}
+
+/* ---- rebuild: a lost column into a replacement zone ---- */
+
+/*
+ * A column on a lost member (failed, missing, removed) is rebuilt into a
+ * free zone of a writable member outside the segment: stripes 0..nr-1 are
+ * written in order at the zone's write pointer, each either decoded from
+ * k verified columns (a live stripe) or a hole header and zeros (a dead
+ * one: never read nor decoded). Every slot's header keeps the segment's
+ * first placement and says where the column is now (F_RELOCATED); the
+ * last one says the copy is complete (F_COMPLETE), so recovery can tell a
+ * finished copy from an interrupted one. Only when every slot is written
+ * does the segment read the column from its new place.
+ */
+
+static bool col_lost(const struct za_engine *e, const struct za_segment *g,
+		     unsigned c)
+{
+	return !readable(&e->m[g->member[c]]);
+}
+
+static int degraded_cmp(const void *a, const void *b)
+{
+	const struct za_engine_degraded *x = a, *y = b;
+
+	if (x->lost != y->lost)
+		return x->lost > y->lost ? -1 : 1;
+	if (x->stream != y->stream) /* metadata first */
+		return x->stream > y->stream ? -1 : 1;
+	return x->seg_id < y->seg_id ? -1 : x->seg_id > y->seg_id;
+}
+
+size_t za_engine_degraded(const struct za_engine *e,
+			  struct za_engine_degraded *out, size_t max)
+{
+	const struct za_segment *g;
+	size_t n = 0;
+	unsigned i, c;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext) {
+			const struct za_stripe_layout *l = &g->st->l;
+			struct za_engine_degraded d = { 0 };
+
+			if (g->grp->releasing || !g->next_stripe)
+				continue;
+			for (c = 0; c < l->width; c++) {
+				bool lost = col_lost(e, g, c);
+
+				if (!lost && e->m[g->member[c]].state !=
+						     ZA_MEMBER_DRAINING)
+					continue;
+				d.lost += lost;
+				if (lost)
+					d.lost_cols |= 1ull << c;
+				if (!((g->dead_cols | g->rb_cols) &
+				      (1ull << c)))
+					d.todo |= 1ull << c;
+			}
+			if (!d.todo)
+				continue;
+			if (n < max) {
+				d.seg_id = g->id;
+				d.group_id = g->grp->id;
+				d.group_pos = g->grp_idx;
+				d.group_w = g->grp->w;
+				d.stream = g->st->id;
+				d.nr_written = g->next_stripe;
+				d.busy = g->taking || g->inflight ||
+					 g->fin_pending;
+				out[n] = d;
+			}
+			n++;
+		}
+	if (out && n)
+		qsort(out, n < max ? n : max, sizeof(*out), degraded_cmp);
+	return n;
+}
+
+int za_engine_seg_mark_dead(struct za_engine *e, uint64_t seg_id, uint64_t cols)
+{
+	struct za_segment *g = seg_find(e, seg_id);
+
+	if (!g)
+		return -ENOENT;
+	g->dead_cols |= cols;
+	return 0;
+}
+
+unsigned za_engine_member_refs(const struct za_engine *e, unsigned idx)
+{
+	const struct za_segment *g;
+	unsigned i, c, n = 0;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++)
+				n += g->member[c] == idx &&
+				     !(g->dead_cols & (1ull << c));
+	return n;
+}
+
+int za_engine_member_retire(struct za_engine *e, unsigned idx)
+{
+	struct member *m = &e->m[idx];
+
+	assert(idx < e->nr_members);
+	if (m->state != ZA_MEMBER_FAILED && m->state != ZA_MEMBER_MISSING &&
+	    m->state != ZA_MEMBER_DRAINING)
+		return -EINVAL;
+	if (za_engine_member_refs(e, idx))
+		return -EBUSY;
+	m->state = ZA_MEMBER_REMOVED;
+	return 0;
+}
+
+/* One stripe of a column rebuild. */
+struct rb_ent {
+	struct za_col_rebuild *cr;
+	uint32_t stripe;
+	bool busy, live, ready;
+	uint8_t *in; /* width slots: the columns read */
+	uint8_t *out; /* the slot to write */
+	struct za_dev_req *reqs; /* width * parts reads */
+	unsigned col_pending[ZA_EC_MAX_WIDTH];
+	uint16_t col_member[ZA_EC_MAX_WIDTH]; /* where each read went */
+	uint64_t tried, good;
+	unsigned outstanding; /* columns being read */
+	struct za_dev_req *wreqs; /* parts */
+	unsigned wpending;
+	int werr;
+};
+
+struct rb_priv {
+	struct za_engine *e;
+	struct za_segment *g;
+	struct member *dst;
+	unsigned parts;
+	uint32_t next_start, next_write, written;
+	unsigned window;
+	struct rb_ent *ent;
+	struct za_col_rebuild *cr_back;
+	bool aborting, ended;
+	bool settling; /* the zone finish / flush / resets are under way */
+	bool committed; /* the column reads from its new place */
+	unsigned step; /* RB_STEP_*: what rp->fin is doing */
+	unsigned old_member; /* where a moved column was */
+	uint32_t old_zone;
+	int err;
+	struct za_io_defer defer;
+	struct za_dev_req fin;
+};
+
+static uint32_t take_zone_min(struct member *m, uint64_t min_bytes)
+{
+	uint32_t i, z;
+
+	for (i = 0; i < m->nr_zones; i++) {
+		z = (m->hint + i) % m->nr_zones;
+		if (m->zkind[z] == Z_FREE && m->zcap[z] >= min_bytes) {
+			m->zkind[z] = Z_USED;
+			m->free_zones--;
+			m->hint = z + 1;
+			return z;
+		}
+	}
+	return UINT32_MAX;
+}
+
+static bool has_zone_min(const struct member *m, uint64_t min_bytes)
+{
+	uint32_t z;
+
+	if (!m->free_zones)
+		return false;
+	for (z = 0; z < m->nr_zones; z++)
+		if (m->zkind[z] == Z_FREE && m->zcap[z] >= min_bytes)
+			return true;
+	return false;
+}
+
+/*
+ * The replacement member: writable, outside the segment, with a zone long
+ * enough and open-zone budget; the one writing fewest rebuilt columns,
+ * then the one with most free zones (so all survivors share the work).
+ */
+static int rb_pick(struct za_engine *e, const struct za_segment *g,
+		   uint64_t need, int want, unsigned *out)
+{
+	unsigned i, c, best = UINT_MAX;
+
+	for (i = 0; i < e->nr_members; i++) {
+		struct member *m = &e->m[i];
+		bool in = false;
+
+		if (want >= 0 && i != (unsigned)want)
+			continue;
+		if (!writable(m) || m->active >= m->limit)
+			continue;
+		for (c = 0; c < g->st->l.width; c++)
+			in |= g->member[c] == i || g->hdr_member[c] == i;
+		if (in || !has_zone_min(m, need))
+			continue;
+		if (best == UINT_MAX || m->rb_writes < e->m[best].rb_writes ||
+		    (m->rb_writes == e->m[best].rb_writes &&
+		     better(e, i, best)))
+			best = i;
+	}
+	if (best == UINT_MAX)
+		return -ENOSPC;
+	*out = best;
+	return 0;
+}
+
+static void rb_pump(struct za_col_rebuild *cr);
+
+static void rb_end(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_engine *e = rp->e;
+	struct za_segment *g = rp->g;
+	struct group *grp = g->grp;
+	unsigned i;
+	int err = rp->err;
+
+	rp->ended = true;
+	for (i = 0; i < rp->window; i++) {
+		free(rp->ent[i].in);
+		free(rp->ent[i].out);
+		free(rp->ent[i].reqs);
+		free(rp->ent[i].wreqs);
+	}
+	free(rp->ent);
+	g->rb_cols &= ~(1ull << cr->col);
+	if (!rp->committed) {
+		rp->dst->rb_writes--;
+		rp->dst->active--;
+	}
+	if (!err)
+		za_log_info("segment %llu column %u rebuilt on member %u zone "
+			    "%u: %u stripes (%u copied), %u dead skipped",
+			    (unsigned long long)g->id, cr->col, cr->member,
+			    cr->zone, cr->rebuilt + cr->copied, cr->copied,
+			    cr->holes);
+	e->rebuilds--;
+	grp->rebuilding--;
+	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
+		group_release_start(e, grp);
+	free(rp);
+	cr->priv_eng = NULL;
+	cr->done(cr, err);
+}
+
+enum {
+	RB_STEP_RESET_DST = 1,
+	RB_STEP_FINISH,
+	RB_STEP_FLUSH,
+	RB_STEP_RESET_OLD
+};
+
+static void rb_fin_done(struct za_dev_req *req);
+
+static void rb_fin_submit(struct za_col_rebuild *cr, unsigned step,
+			  struct member *m, enum za_dev_op op, uint32_t zone)
+{
+	struct rb_priv *rp = cr->priv_eng;
+
+	memset(&rp->fin, 0, sizeof(rp->fin));
+	rp->step = step;
+	rp->fin.op = op;
+	rp->fin.off_bytes =
+		op == ZA_DEV_OP_FLUSH ? 0 : (uint64_t)zone * m->zone_bytes;
+	rp->fin.done = rb_fin_done;
+	rp->fin.priv = cr;
+	za_dev_submit(m->dev, &rp->fin);
+}
+
+/* The copy is complete: reads use the new place from now on. */
+static void rb_commit(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_segment *g = rp->g;
+
+	g->member[cr->col] = (uint16_t)cr->member;
+	g->zone[cr->col] = cr->zone;
+	g->col_upto[cr->col] = cr->nr_stripes;
+	rp->dst->rb_writes--;
+	rp->dst->active--;
+	rp->committed = true;
+}
+
+/*
+ * After a committed move off a member still in service (a scrub
+ * repair), its old zone is garbage: once the new copy is flushed, reset
+ * it and use it again. A drained or lost member's zones stay as they are.
+ */
+static void rb_after_commit(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct member *old = &rp->e->m[rp->old_member];
+
+	if (cr->move && writable(old) && writable(rp->dst) &&
+	    rp->old_member != cr->member) {
+		rb_fin_submit(cr, RB_STEP_FLUSH, rp->dst, ZA_DEV_OP_FLUSH, 0);
+		return;
+	}
+	rb_end(cr);
+}
+
+static void rb_fin_done(struct za_dev_req *req)
+{
+	struct za_col_rebuild *cr = req->priv;
+	struct rb_priv *rp = cr->priv_eng;
+	struct member *old = &rp->e->m[rp->old_member];
+
+	if (req->result)
+		za_log_warn("%s: zone %u: %s failed: %s", req->dev->path,
+			    rp->step == RB_STEP_RESET_OLD ? rp->old_zone :
+							    cr->zone,
+			    rp->step == RB_STEP_FINISH ? "finish" :
+			    rp->step == RB_STEP_FLUSH  ? "flush" :
+							 "reset",
+			    strerror(-req->result));
+	switch (rp->step) {
+	case RB_STEP_RESET_DST:
+		if (!req->result && rp->dst->zkind[cr->zone] == Z_USED) {
+			rp->dst->zkind[cr->zone] = Z_FREE; /* copy dropped */
+			rp->dst->free_zones++;
+		}
+		break;
+	case RB_STEP_FINISH:
+		/* A FINISH that fails only leaves the zone open. */
+		rb_commit(cr);
+		rb_after_commit(cr);
+		return;
+	case RB_STEP_FLUSH:
+		if (req->result || !writable(old))
+			break; /* keep the old zone: nothing is lost */
+		rb_fin_submit(cr, RB_STEP_RESET_OLD, old, ZA_DEV_OP_RESET,
+			      rp->old_zone);
+		return;
+	case RB_STEP_RESET_OLD:
+		if (!req->result && old->zkind[rp->old_zone] == Z_USED) {
+			old->zkind[rp->old_zone] = Z_FREE;
+			old->free_zones++;
+		}
+		break;
+	}
+	rb_end(cr);
+}
+
+/* Everything written (or given up): finish the zone, then end. */
+static void rb_settle(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_stripe_layout *l = &rp->g->st->l;
+	unsigned i;
+
+	if (rp->settling)
+		return;
+	for (i = 0; i < rp->window; i++) {
+		struct rb_ent *en = &rp->ent[i];
+
+		/* Given up: decoded stripes that will not be written. */
+		if (rp->err && en->busy && !en->wpending && !en->outstanding)
+			en->busy = false;
+		if (en->busy)
+			return;
+	}
+	if (!rp->err && rp->written < cr->nr_stripes)
+		return;
+	rp->settling = true;
+	if (rp->err && writable(rp->dst) && rp->written) {
+		/* An unfinished copy is of no use: give the zone back. */
+		rb_fin_submit(cr, RB_STEP_RESET_DST, rp->dst, ZA_DEV_OP_RESET,
+			      cr->zone);
+		return;
+	}
+	if (rp->err) {
+		rb_end(cr);
+		return;
+	}
+	if (writable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
+					 rp->dst->zcap[cr->zone]) {
+		rb_fin_submit(cr, RB_STEP_FINISH, rp->dst, ZA_DEV_OP_FINISH,
+			      cr->zone);
+		return;
+	}
+	rb_commit(cr);
+	rb_after_commit(cr);
+}
+
+static void rb_write_done(struct za_dev_req *req)
+{
+	struct rb_ent *en = req->priv;
+	struct za_col_rebuild *cr = en->cr;
+	struct rb_priv *rp = cr->priv_eng;
+
+	if (req->result && !en->werr) {
+		en->werr = req->result;
+		rp->dst->st.err_write++;
+		za_log_err("%s: zone %u offset %llu: rebuild write failed: %s",
+			   rp->dst->dev->path, cr->zone,
+			   (unsigned long long)req->off_bytes,
+			   strerror(-req->result));
+		if (req->result == -EIO || req->result == -ENODEV)
+			member_fail(rp->e, cr->member, req->result, true);
+	}
+	if (--en->wpending)
+		return;
+	if (en->werr && !rp->err)
+		rp->err = -EIO;
+	rp->written++;
+	za_crash_point("rebuild-step");
+	cr->written_bytes += rp->g->st->l.slot_bytes;
+	if (en->live && cr->progress)
+		cr->progress(cr, rp->g->st->l.col_payload_bytes);
+	en->busy = false;
+	rb_pump(cr);
+}
+
+/* Write ready entries in stripe order: a zone takes writes in order. */
+static void rb_write_ready(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_stripe_layout *l = &rp->g->st->l;
+
+	while (!rp->err && rp->next_write < rp->next_start) {
+		struct rb_ent *en = &rp->ent[rp->next_write % rp->window];
+		uint64_t base = (uint64_t)cr->zone * rp->dst->zone_bytes +
+				(uint64_t)en->stripe * l->slot_bytes;
+		unsigned i;
+
+		if (!en->ready || en->stripe != rp->next_write)
+			break;
+		en->ready = false;
+		en->wpending = rp->parts;
+		en->werr = 0;
+		for (i = 0; i < rp->parts; i++) {
+			struct za_dev_req *r = &en->wreqs[i];
+			uint64_t po = (uint64_t)i * rp->e->io_max;
+			uint64_t len = l->slot_bytes - po;
+
+			if (len > rp->e->io_max)
+				len = rp->e->io_max;
+			memset(r, 0, sizeof(*r));
+			r->op = ZA_DEV_OP_WRITE;
+			r->off_bytes = base + po;
+			r->len_bytes = len;
+			r->buf = en->out + po;
+			r->done = rb_write_done;
+			r->priv = en;
+		}
+		rp->next_write++;
+		for (i = 0; i < rp->parts; i++)
+			za_dev_submit(rp->dst->dev, &en->wreqs[i]);
+	}
+}
+
+/* Fill the entry's output slot: a hole, or the decoded column. */
+static void rb_hole(struct za_col_rebuild *cr, struct rb_ent *en)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_segment *g = rp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	struct za_stripe_hdr h;
+	unsigned i;
+
+	memset(&h, 0, sizeof(h));
+	h.array_uuid = rp->e->uuid;
+	h.seg_id = g->id;
+	h.stripe_idx = en->stripe;
+	h.col = (uint8_t)cr->col;
+	h.k = (uint8_t)l->k;
+	h.p = (uint8_t)l->p;
+	h.rows = (uint8_t)l->rows;
+	h.chunk_bytes = l->chunk_bytes;
+	h.group_id = g->grp->id;
+	h.group_w = (uint16_t)g->grp->w;
+	h.group_idx = (uint16_t)g->grp_idx;
+	h.group_stripes = g->grp->nr_stripes;
+	h.stream = (uint8_t)g->st->id;
+	h.flags = ZA_STRIPE_F_RELOCATED | ZA_STRIPE_F_HOLE;
+	h.at_member = (uint16_t)cr->member;
+	h.at_zone = cr->zone;
+	for (i = 0; i < l->width; i++) {
+		h.members[i] = g->hdr_member[i];
+		h.zones[i] = g->hdr_zone[i];
+	}
+	memset(en->out, 0, l->slot_bytes);
+	for (i = 0; i < l->col_blocks; i++)
+		h.blk_crc[i] = za_crc32c(en->out + ZA_STRIPE_HDR_BYTES, 4096);
+	h.lba_crc = za_crc32c(en->out + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+	za_stripe_hdr_encode(&h, en->out);
+	cr->holes++;
+}
+
+static int rb_decode(struct za_col_rebuild *cr, struct rb_ent *en)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_segment *g = rp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t *pay[ZA_EC_MAX_WIDTH] = { 0 }, *tab[ZA_EC_MAX_WIDTH] = { 0 };
+	struct za_stripe_hdr h;
+	uint64_t avail = 0;
+	unsigned c, have = 0, src = 0;
+	uint32_t j;
+	int ret;
+
+	for (c = 0; c < l->width && have < l->k; c++)
+		if (en->good & (1ull << c)) {
+			uint8_t *slot = en->in + (size_t)c * l->slot_bytes;
+
+			pay[c] = slot + ZA_STRIPE_HDR_BYTES;
+			tab[c] = slot + ZA_STRIPE_LBA_OFF;
+			avail |= 1ull << c;
+			src = c;
+			have++;
+		}
+	pay[cr->col] = en->out + ZA_STRIPE_HDR_BYTES;
+	tab[cr->col] = en->out + ZA_STRIPE_LBA_OFF;
+	ret = za_ec_reconstruct(g->st->ec, l->col_payload_bytes, pay, avail,
+				1ull << cr->col);
+	if (!ret)
+		ret = za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+					avail, 1ull << cr->col);
+	if (ret)
+		return ret;
+	/* The header: the stripe's fields from a verified column, this
+	 * column's own checksums, and where it now is. */
+	if (za_stripe_hdr_decode(en->in + (size_t)src * l->slot_bytes, &h))
+		return -EBADMSG; /* verified just before: cannot happen */
+	h.col = (uint8_t)cr->col;
+	h.flags = ZA_STRIPE_F_RELOCATED;
+	if (en->stripe + 1 == cr->nr_stripes)
+		h.flags |= ZA_STRIPE_F_COMPLETE;
+	h.at_member = (uint16_t)cr->member;
+	h.at_zone = cr->zone;
+	for (j = 0; j < l->col_blocks; j++)
+		h.blk_crc[j] = za_crc32c(en->out + ZA_STRIPE_HDR_BYTES +
+						 (uint64_t)j * 4096,
+					 4096);
+	h.lba_crc = za_crc32c(tab[cr->col], ZA_STRIPE_LBA_BYTES);
+	za_stripe_hdr_encode(&h, en->out);
+	cr->rebuilt++;
+	return 0;
+}
+
+/* Verify a column read for a rebuild: its header and every block. */
+static int rb_verify(struct za_col_rebuild *cr, struct rb_ent *en, unsigned c,
+		     uint64_t *seq)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_segment *g = rp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	const uint8_t *slot = en->in + (size_t)c * l->slot_bytes;
+	struct za_stripe_hdr h;
+	uint32_t j;
+
+	if (za_stripe_hdr_decode(slot, &h) ||
+	    !za_uuid_eq(&h.array_uuid, &rp->e->uuid) || h.seg_id != g->id ||
+	    h.stripe_idx != en->stripe || h.col != c || h.k != l->k ||
+	    h.p != l->p || h.rows != l->rows ||
+	    h.chunk_bytes != l->chunk_bytes || h.group_id != g->grp->id ||
+	    h.group_idx != g->grp_idx || hdr_place_check(g, &h))
+		return -EBADMSG;
+	if (*seq != UINT64_MAX && h.seq != *seq)
+		return -EBADMSG;
+	for (j = 0; j < l->col_blocks; j++)
+		if (za_crc32c(slot + ZA_STRIPE_HDR_BYTES + (uint64_t)j * 4096,
+			      4096) != h.blk_crc[j])
+			return -EBADMSG;
+	*seq = h.seq;
+	return 0;
+}
+
+static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en);
+
+static void rb_read_done(struct za_dev_req *req)
+{
+	struct rb_ent *en = req->priv;
+	struct za_col_rebuild *cr = en->cr;
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_engine *e = rp->e;
+	const struct za_segment *g = rp->g;
+	unsigned c = (unsigned)(req - en->reqs) / rp->parts;
+	struct member *m = &e->m[g->member[c]];
+
+	if (req->result) {
+		if (!(en->col_pending[c] & 0x80000000u)) {
+			m->st.err_read++;
+			za_log_warn("%s: zone %u offset %llu: read failed: %s",
+				    m->dev->path, g->zone[c],
+				    (unsigned long long)req->off_bytes,
+				    strerror(-req->result));
+		}
+		en->col_pending[c] |= 0x80000000u; /* failed */
+		if (req->result == -ENODEV)
+			member_fail(e, g->member[c], req->result, true);
+	}
+	if ((--en->col_pending[c] & 0x7fffffffu))
+		return;
+	en->outstanding--;
+	e->m[en->col_member[c]].rb_reads--;
+	cr->read_bytes += g->st->l.slot_bytes;
+	if (!(en->col_pending[c] & 0x80000000u)) {
+		uint64_t seq = UINT64_MAX;
+		unsigned o;
+
+		/* All good columns must be of the same write. */
+		for (o = 0; o < g->st->l.width; o++)
+			if (en->good & (1ull << o)) {
+				struct za_stripe_hdr h;
+
+				if (!za_stripe_hdr_decode(
+					    en->in +
+						    (size_t)o *
+							    g->st->l.slot_bytes,
+					    &h))
+					seq = h.seq;
+				break;
+			}
+		if (!rb_verify(cr, en, c, &seq)) {
+			en->good |= 1ull << c;
+		} else {
+			m->st.err_checksum++;
+			za_log_warn("%s: zone %u stripe %u: checksum mismatch "
+				    "in column %u (rebuild)",
+				    m->dev->path, g->zone[c], en->stripe, c);
+		}
+	}
+	en->col_pending[c] = 0;
+	rb_read_more(cr, en);
+}
+
+/* Start reading column @c of the entry's stripe; false if unreadable. */
+static bool rb_read_col(struct za_col_rebuild *cr, struct rb_ent *en,
+			unsigned c)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_engine *e = rp->e;
+	const struct za_segment *g = rp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	struct member *m = &e->m[g->member[c]];
+	uint64_t base;
+	unsigned i;
+
+	if (!readable(m) || en->stripe >= g->col_upto[c])
+		return false;
+	base = (uint64_t)g->zone[c] * m->zone_bytes +
+	       (uint64_t)en->stripe * l->slot_bytes;
+	en->col_pending[c] = rp->parts;
+	en->outstanding++;
+	en->col_member[c] = g->member[c];
+	m->rb_reads++;
+	for (i = 0; i < rp->parts; i++) {
+		struct za_dev_req *r = &en->reqs[c * rp->parts + i];
+		uint64_t po = (uint64_t)i * e->io_max;
+		uint64_t len = l->slot_bytes - po;
+
+		if (len > e->io_max)
+			len = e->io_max;
+		memset(r, 0, sizeof(*r));
+		r->op = ZA_DEV_OP_READ;
+		r->off_bytes = base + po;
+		r->len_bytes = len;
+		r->buf = en->in + (size_t)c * l->slot_bytes + po;
+		r->done = rb_read_done;
+		r->priv = en;
+	}
+	for (i = 0; i < rp->parts; i++)
+		za_dev_submit(m->dev, &en->reqs[c * rp->parts + i]);
+	return true;
+}
+
+/* The column's own verified copy, with where it now is in its header. */
+static int rb_copy(struct za_col_rebuild *cr, struct rb_ent *en)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_stripe_layout *l = &rp->g->st->l;
+	struct za_stripe_hdr h;
+
+	memcpy(en->out, en->in + (size_t)cr->col * l->slot_bytes,
+	       l->slot_bytes);
+	if (za_stripe_hdr_decode(en->out, &h))
+		return -EBADMSG;
+	h.flags = ZA_STRIPE_F_RELOCATED;
+	if (en->stripe + 1 == cr->nr_stripes)
+		h.flags |= ZA_STRIPE_F_COMPLETE;
+	h.at_member = (uint16_t)cr->member;
+	h.at_zone = cr->zone;
+	za_stripe_hdr_encode(&h, en->out);
+	cr->copied++;
+	return 0;
+}
+
+/* Read columns until k verify, then decode; -EIO past the redundancy. */
+static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_engine *e = rp->e;
+	const struct za_segment *g = rp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	unsigned have = (unsigned)__builtin_popcountll(en->good);
+	unsigned want, c, i;
+
+	/* Moving a readable column: its own copy, when it verifies. */
+	if (en->good & (1ull << cr->col)) {
+		if (rb_copy(cr, en)) {
+			en->good &= ~(1ull << cr->col);
+		} else {
+			en->ready = true;
+			rb_pump(cr);
+			return;
+		}
+	} else if (cr->move && !cr->decode &&
+		   !(en->tried & (1ull << cr->col)) && !en->outstanding) {
+		en->tried |= 1ull << cr->col;
+		if (rb_read_col(cr, en, cr->col))
+			return;
+	}
+	have = (unsigned)__builtin_popcountll(en->good);
+	if (have >= l->k) {
+		if (en->outstanding)
+			return; /* extra reads in flight: wait for them */
+		if (rb_decode(cr, en)) {
+			za_log_err("segment %llu stripe %u: column %u cannot "
+				   "be decoded",
+				   (unsigned long long)g->id, en->stripe,
+				   cr->col);
+			if (!rp->err)
+				rp->err = -EIO;
+			en->busy = false;
+			rb_pump(cr);
+			return;
+		}
+		en->ready = true;
+		rb_pump(cr);
+		return;
+	}
+	want = l->k - have;
+	want = want > en->outstanding ? want - en->outstanding : 0;
+	/* The least busy sources first: columns of many segments share
+	 * members, and a stripe waits for its slowest read. */
+	while (want) {
+		unsigned best = UINT_MAX;
+
+		for (c = 0; c < l->width; c++) {
+			if ((en->tried & (1ull << c)) || c == cr->col)
+				continue;
+			/* A decoding move (scrub: the column is suspect) takes
+			 * data columns first, as the check that judged it. */
+			if (best == UINT_MAX ||
+			    (!cr->decode &&
+			     e->m[g->member[c]].rb_reads <
+				     e->m[g->member[best]].rb_reads))
+				best = c;
+		}
+		if (best == UINT_MAX)
+			break;
+		en->tried |= 1ull << best;
+		if (rb_read_col(cr, en, best))
+			want--;
+	}
+	(void)i;
+	(void)e;
+	if (en->outstanding)
+		return;
+	za_log_err("segment %llu stripe %u: more than %u columns lost: "
+		   "column %u cannot be rebuilt",
+		   (unsigned long long)g->id, en->stripe, l->p, cr->col);
+	if (!rp->err)
+		rp->err = -EIO;
+	en->busy = false;
+	rb_pump(cr);
+}
+
+static void rb_start_ent(struct za_col_rebuild *cr, struct rb_ent *en,
+			 uint32_t stripe)
+{
+	en->busy = true;
+	en->ready = false;
+	en->stripe = stripe;
+	en->live = (cr->live[stripe / 64] >> (stripe % 64)) & 1;
+	en->tried = 0;
+	en->good = 0;
+	en->outstanding = 0;
+	if (!en->live) {
+		rb_hole(cr, en);
+		en->ready = true;
+		return;
+	}
+	rb_read_more(cr, en);
+}
+
+static void rb_pump(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	const struct za_stripe_layout *l = &rp->g->st->l;
+
+	if (rp->ended || rp->settling)
+		return;
+	rb_write_ready(cr);
+	while (!rp->err && !rp->aborting && rp->next_start < cr->nr_stripes) {
+		struct rb_ent *en = &rp->ent[rp->next_start % rp->window];
+		uint32_t s = rp->next_start;
+		bool live = (cr->live[s / 64] >> (s % 64)) & 1;
+
+		if (en->busy)
+			break;
+		if (live && cr->may_start &&
+		    !cr->may_start(cr, l->col_payload_bytes))
+			break;
+		rp->next_start++;
+		rb_start_ent(cr, en, s);
+		rb_write_ready(cr);
+	}
+	if (rp->aborting && !rp->err)
+		rp->err = -ECANCELED;
+	if (rp->err || rp->written == cr->nr_stripes)
+		rb_settle(cr);
+}
+
+static void rb_kick_later(struct za_io_defer *d)
+{
+	struct rb_priv *rp =
+		(struct rb_priv *)((char *)d - offsetof(struct rb_priv, defer));
+
+	rb_pump(rp->cr_back);
+}
+
+int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
+{
+	struct za_segment *g = seg_find(e, cr->seg_id);
+	const struct za_stripe_layout *l;
+	struct rb_priv *rp;
+	uint64_t need;
+	unsigned i;
+	int ret;
+
+	if (!g || g->grp->releasing)
+		return -ENOENT;
+	l = &g->st->l;
+	if (cr->col >= l->width || !cr->nr_stripes ||
+	    cr->nr_stripes > g->next_stripe || !cr->live || !cr->done ||
+	    !((cr->live[(cr->nr_stripes - 1) / 64] >>
+	       ((cr->nr_stripes - 1) % 64)) &
+	      1))
+		return -EINVAL;
+	if (g->taking || g->inflight || g->fin_pending ||
+	    (g->rb_cols & (1ull << cr->col)))
+		return -EBUSY;
+	if (!col_lost(e, g, cr->col) && !cr->move)
+		return -EALREADY;
+	need = (uint64_t)cr->nr_stripes * l->slot_bytes;
+	ret = rb_pick(e, g, need,
+		      cr->want_dst && cr->dst_member < e->nr_members ?
+			      (int)cr->dst_member :
+		      cr->want_dst ? INT_MAX :
+				     -1,
+		      &cr->member);
+	if (ret)
+		return ret;
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return -ENOMEM;
+	rp->e = e;
+	rp->g = g;
+	rp->cr_back = cr;
+	rp->dst = &e->m[cr->member];
+	rp->old_member = g->member[cr->col];
+	rp->old_zone = g->zone[cr->col];
+	rp->parts = (unsigned)((l->slot_bytes + e->io_max - 1) / e->io_max);
+	rp->window = cr->window ? cr->window : 4;
+	rp->ent = calloc(rp->window, sizeof(*rp->ent));
+	if (!rp->ent)
+		goto err_mem;
+	for (i = 0; i < rp->window; i++) {
+		struct rb_ent *en = &rp->ent[i];
+
+		en->cr = cr;
+		if (posix_memalign((void **)&en->in, 4096,
+				   (size_t)l->width * l->slot_bytes))
+			en->in = NULL;
+		if (posix_memalign((void **)&en->out, 4096, l->slot_bytes))
+			en->out = NULL;
+		en->reqs =
+			calloc((size_t)l->width * rp->parts, sizeof(*en->reqs));
+		en->wreqs = calloc(rp->parts, sizeof(*en->wreqs));
+		if (!en->in || !en->out || !en->reqs || !en->wreqs)
+			goto err_ents;
+	}
+	cr->zone = take_zone_min(rp->dst, need);
+	assert(cr->zone != UINT32_MAX); /* rb_pick checked */
+	rp->dst->active++;
+	rp->dst->rb_writes++;
+	cr->read_bytes = cr->written_bytes = 0;
+	cr->rebuilt = cr->holes = 0;
+	cr->priv_eng = rp;
+	g->rb_cols |= 1ull << cr->col;
+	g->grp->readers++; /* pinned against release */
+	g->grp->rebuilding++;
+	e->rebuilds++;
+	za_log_debug("segment %llu column %u: rebuilding %u stripes on member "
+		     "%u zone %u",
+		     (unsigned long long)g->id, cr->col, cr->nr_stripes,
+		     cr->member, cr->zone);
+	/* Start on the loop, never inside this call. */
+	rp->defer.fn = rb_kick_later;
+	za_io_defer(e->io, &rp->defer);
+	return 0;
+
+err_ents:
+	for (i = 0; i < rp->window; i++) {
+		free(rp->ent[i].in);
+		free(rp->ent[i].out);
+		free(rp->ent[i].reqs);
+		free(rp->ent[i].wreqs);
+	}
+	free(rp->ent);
+err_mem:
+	free(rp);
+	return -ENOMEM;
+}
+
+void za_engine_col_rebuild_kick(struct za_engine *e, struct za_col_rebuild *cr)
+{
+	(void)e;
+	if (cr->priv_eng)
+		rb_pump(cr);
+}
+
+void za_engine_col_rebuild_abort(struct za_engine *e, struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+
+	(void)e;
+	if (!rp || rp->aborting)
+		return;
+	rp->aborting = true;
+	rb_pump(cr);
+}
+
+/* ---- scrub: check one stripe ---- */
+
+/*
+ * A read stops at what it needs: the wanted blocks of one column, or k
+ * verified columns. Scrub reads every readable column of a stripe whole
+ * instead, because two kinds of damage hide from reads: rot in a column
+ * no read touches (parity, while the data columns are healthy), and a
+ * parity column whose CRCs hold but whose content is not the code of the
+ * data (a write the drive acknowledged and misplaced, a bug). The first
+ * k verified columns (the data columns when they all verify) are taken
+ * as the truth and every other verified column is recomputed from them,
+ * payload and LBA table both, and compared. Nothing is written here: the
+ * caller repairs by moving the column (za_engine_col_rebuild(), move and
+ * decode), the only repair a zoned drive allows.
+ */
+
+struct sc_priv {
+	struct za_stripe_check *sc;
+	struct za_engine *e;
+	struct za_segment *g;
+	struct group *grp;
+	uint8_t *buf; /* width slots */
+	struct za_dev_req *reqs; /* width * parts */
+	unsigned parts;
+	unsigned col_pending[ZA_EC_MAX_WIDTH];
+	uint64_t failed; /* columns a read part failed on */
+	unsigned outstanding; /* columns being read */
+	struct za_io_defer defer;
+};
+
+/*
+ * Check column @c of the stripe: 0 verified, -ENODATA a hole a rebuild
+ * wrote where the stripe was dead, -EBADMSG anything else wrong.
+ */
+static int sc_verify(const struct za_engine *e, const struct za_segment *g,
+		     uint32_t stripe_idx, unsigned c, const uint8_t *slot,
+		     struct za_stripe_hdr *h)
+{
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t flags;
+	uint32_t j;
+
+	if (za_stripe_hdr_decode(slot, h) ||
+	    !za_uuid_eq(&h->array_uuid, &e->uuid) || h->seg_id != g->id ||
+	    h->stripe_idx != stripe_idx || h->col != c || h->k != l->k ||
+	    h->p != l->p || h->rows != l->rows ||
+	    h->chunk_bytes != l->chunk_bytes || h->group_id != g->grp->id ||
+	    h->group_idx != g->grp_idx)
+		return -EBADMSG;
+	flags = h->flags;
+	h->flags &= (uint8_t)~ZA_STRIPE_F_HOLE;
+	if (hdr_place_check(g, h))
+		return -EBADMSG;
+	h->flags = flags;
+	if (flags & ZA_STRIPE_F_HOLE)
+		return (flags & ZA_STRIPE_F_RELOCATED) ? -ENODATA : -EBADMSG;
+	for (j = 0; j < l->col_blocks; j++)
+		if (za_crc32c(slot + ZA_STRIPE_HDR_BYTES + (uint64_t)j * 4096,
+			      4096) != h->blk_crc[j])
+			return -EBADMSG;
+	return 0;
+}
+
+/*
+ * Recompute the verified columns outside the first k verified ones from
+ * those k and compare; mark the ones that differ. 0 or -ENOMEM.
+ */
+static int sc_compare(struct za_engine *e, struct za_stripe_check *sc)
+{
+	struct sc_priv *sp = sc->priv_eng;
+	const struct za_segment *g = sp->g;
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t *pay[ZA_EC_MAX_WIDTH] = { 0 }, *tab[ZA_EC_MAX_WIDTH] = { 0 };
+	uint64_t base = 0, others = 0,
+		 unit = l->col_payload_bytes + ZA_STRIPE_LBA_BYTES;
+	uint8_t *scratch = NULL;
+	unsigned c, have = 0, n = 0;
+	int ret;
+
+	for (c = 0; c < l->width; c++) {
+		if (!(sc->good_cols & (1ull << c)))
+			continue;
+		if (have < l->k) {
+			uint8_t *slot = sp->buf + (size_t)c * l->slot_bytes;
+
+			pay[c] = slot + ZA_STRIPE_HDR_BYTES;
+			tab[c] = slot + ZA_STRIPE_LBA_OFF;
+			base |= 1ull << c;
+			have++;
+		} else {
+			others |= 1ull << c;
+			n++;
+		}
+	}
+	if (!n)
+		return 0;
+	if (posix_memalign((void **)&scratch, 4096, n * unit))
+		return -ENOMEM;
+	for (c = 0, n = 0; c < l->width; c++)
+		if (others & (1ull << c)) {
+			pay[c] = scratch + n * unit;
+			tab[c] = pay[c] + l->col_payload_bytes;
+			n++;
+		}
+	ret = za_ec_reconstruct(g->st->ec, l->col_payload_bytes, pay, base,
+				others);
+	if (!ret)
+		ret = za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+					base, others);
+	if (ret) {
+		free(scratch);
+		return ret;
+	}
+	sc->compared_cols = others;
+	for (c = 0; c < l->width; c++) {
+		const uint8_t *slot = sp->buf + (size_t)c * l->slot_bytes;
+		struct member *m = &e->m[g->member[c]];
+
+		if (!(others & (1ull << c)))
+			continue;
+		if (!memcmp(pay[c], slot + ZA_STRIPE_HDR_BYTES,
+			    l->col_payload_bytes) &&
+		    !memcmp(tab[c], slot + ZA_STRIPE_LBA_OFF,
+			    ZA_STRIPE_LBA_BYTES))
+			continue;
+		sc->inconsistent_cols |= 1ull << c;
+		sc->good_cols &= ~(1ull << c);
+		za_log_warn("%s: zone %u stripe %u: column %u of segment %llu "
+			    "verifies but disagrees with the others",
+			    m->dev ? m->dev->path : "(missing)", g->zone[c],
+			    sc->stripe_idx, c, (unsigned long long)g->id);
+	}
+	free(scratch);
+	return 0;
+}
+
+/* Every column is in: verify, check they are one write, compare. */
+static void sc_finish(struct za_stripe_check *sc)
+{
+	struct sc_priv *sp = sc->priv_eng;
+	struct za_engine *e = sp->e;
+	const struct za_segment *g = sp->g;
+	struct group *grp = sp->grp;
+	const struct za_stripe_layout *l = &g->st->l;
+	uint64_t seqs[ZA_EC_MAX_WIDTH] = { 0 };
+	unsigned c, o, best = 0, best_n = 0;
+	int result = 0;
+
+	for (c = 0; c < l->width; c++) {
+		const uint8_t *slot = sp->buf + (size_t)c * l->slot_bytes;
+		struct member *m = &e->m[g->member[c]];
+		struct za_stripe_hdr h;
+		int ret;
+
+		if ((sc->lost_cols | sc->err_read_cols) & (1ull << c))
+			continue;
+		ret = sc_verify(e, g, sc->stripe_idx, c, slot, &h);
+		if (ret == -ENODATA) {
+			sc->hole_cols |= 1ull << c;
+		} else if (ret) {
+			sc->err_crc_cols |= 1ull << c;
+			m->st.err_checksum++;
+			za_log_warn("%s: zone %u stripe %u: checksum mismatch "
+				    "in column %u (scrub)",
+				    m->dev->path, g->zone[c], sc->stripe_idx,
+				    c);
+		} else {
+			sc->good_cols |= 1ull << c;
+			seqs[c] = h.seq;
+		}
+	}
+	/* Columns of another write than most are stale: not this stripe. */
+	for (c = 0; c < l->width; c++) {
+		unsigned n = 0;
+
+		if (!(sc->good_cols & (1ull << c)))
+			continue;
+		for (o = 0; o < l->width; o++)
+			n += (sc->good_cols & (1ull << o)) &&
+			     seqs[o] == seqs[c];
+		if (n > best_n) {
+			best_n = n;
+			best = c;
+		}
+	}
+	for (c = 0; c < l->width; c++)
+		if ((sc->good_cols & (1ull << c)) && seqs[c] != seqs[best]) {
+			sc->good_cols &= ~(1ull << c);
+			sc->err_crc_cols |= 1ull << c;
+			e->m[g->member[c]].st.err_checksum++;
+			za_log_warn("%s: zone %u stripe %u: column %u holds "
+				    "sequence %llu, its stripe %llu",
+				    e->m[g->member[c]].dev->path, g->zone[c],
+				    sc->stripe_idx, c,
+				    (unsigned long long)seqs[c],
+				    (unsigned long long)seqs[best]);
+		}
+	if ((unsigned)__builtin_popcountll(sc->good_cols) >= l->k) {
+		result = sc_compare(e, sc);
+	} else {
+		za_log_err("segment %llu stripe %u: only %u of %u columns "
+			   "verify: more than %u lost",
+			   (unsigned long long)g->id, sc->stripe_idx,
+			   (unsigned)__builtin_popcountll(sc->good_cols),
+			   l->width, l->p);
+		result = -EIO;
+	}
+	free(sp->buf);
+	free(sp->reqs);
+	free(sp);
+	sc->priv_eng = NULL;
+	e->reads--;
+	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
+		group_release_start(e, grp);
+	sc->done(sc, result);
+}
+
+static void sc_read_done(struct za_dev_req *req)
+{
+	struct za_stripe_check *sc = req->priv;
+	struct sc_priv *sp = sc->priv_eng;
+	struct za_engine *e = sp->e;
+	const struct za_segment *g = sp->g;
+	unsigned c = (unsigned)(req - sp->reqs) / sp->parts;
+	struct member *m = &e->m[g->member[c]];
+
+	if (req->result) {
+		if (!(sp->failed & (1ull << c))) {
+			m->st.err_read++;
+			za_log_warn("%s: zone %u offset %llu: read failed: %s "
+				    "(scrub)",
+				    m->dev->path, g->zone[c],
+				    (unsigned long long)req->off_bytes,
+				    strerror(-req->result));
+		}
+		sp->failed |= 1ull << c;
+		if (req->result == -ENODEV)
+			member_fail(e, g->member[c], req->result, true);
+	}
+	if (--sp->col_pending[c])
+		return;
+	if (sp->failed & (1ull << c))
+		sc->err_read_cols |= 1ull << c;
+	if (--sp->outstanding == 0)
+		sc_finish(sc);
+}
+
+static void sc_none(struct za_io_defer *d)
+{
+	struct sc_priv *sp =
+		(struct sc_priv *)((char *)d - offsetof(struct sc_priv, defer));
+
+	sc_finish(sp->sc);
+}
+
+int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc)
+{
+	struct za_segment *g = seg_find(e, sc->seg_id);
+	const struct za_stripe_layout *l;
+	struct sc_priv *sp;
+	unsigned c, i;
+
+	if (!g || g->grp->releasing)
+		return -ENOENT;
+	l = &g->st->l;
+	if (!sc->done || sc->stripe_idx >= g->next_stripe)
+		return -EINVAL;
+	if (g->taking || g->inflight)
+		return -EBUSY;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	sp->sc = sc;
+	sp->e = e;
+	sp->g = g;
+	sp->grp = g->grp;
+	sp->parts = (unsigned)((l->slot_bytes + e->io_max - 1) / e->io_max);
+	if (posix_memalign((void **)&sp->buf, 4096,
+			   (size_t)l->width * l->slot_bytes))
+		sp->buf = NULL;
+	sp->reqs = calloc((size_t)l->width * sp->parts, sizeof(*sp->reqs));
+	if (!sp->buf || !sp->reqs) {
+		free(sp->buf);
+		free(sp->reqs);
+		free(sp);
+		return -ENOMEM;
+	}
+	sc->lost_cols = sc->hole_cols = sc->err_read_cols = 0;
+	sc->err_crc_cols = sc->inconsistent_cols = 0;
+	sc->good_cols = sc->compared_cols = 0;
+	sc->read_bytes = 0;
+	sc->priv_eng = sp;
+	e->reads++;
+	g->grp->readers++; /* pinned against release */
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint64_t base = (uint64_t)g->zone[c] * m->zone_bytes +
+				(uint64_t)sc->stripe_idx * l->slot_bytes;
+
+		/* A lost member, or a moved column that stops before this
+		 * stripe (it was dead): nothing to read, nothing wrong. */
+		if (!readable(m) || sc->stripe_idx >= g->col_upto[c]) {
+			sc->lost_cols |= 1ull << c;
+			continue;
+		}
+		sp->col_pending[c] = sp->parts;
+		sp->outstanding++;
+		sc->read_bytes += l->slot_bytes;
+		for (i = 0; i < sp->parts; i++) {
+			struct za_dev_req *r = &sp->reqs[c * sp->parts + i];
+			uint64_t po = (uint64_t)i * e->io_max;
+			uint64_t len = l->slot_bytes - po;
+
+			if (len > e->io_max)
+				len = e->io_max;
+			r->op = ZA_DEV_OP_READ;
+			r->off_bytes = base + po;
+			r->len_bytes = len;
+			r->buf = sp->buf + (size_t)c * l->slot_bytes + po;
+			r->done = sc_read_done;
+			r->priv = sc;
+		}
+	}
+	if (!sp->outstanding) { /* done() still on the loop, never here */
+		sp->defer.fn = sc_none;
+		za_io_defer(e->io, &sp->defer);
+		return 0;
+	}
+	/* Submit only now: a completion must not see a partial count. */
+	for (c = 0; c < l->width; c++)
+		if (sp->col_pending[c])
+			for (i = 0; i < sp->parts; i++)
+				za_dev_submit(e->m[g->member[c]].dev,
+					      &sp->reqs[c * sp->parts + i]);
+	return 0;
 }

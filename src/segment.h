@@ -209,12 +209,28 @@ int za_engine_flush_sync(struct za_engine *e);
 
 /* ---- members and segments ---- */
 
+/*
+ * A new member (zarray add): @dev's data zones must be empty (formatted).
+ * New groups use it at once. Returns 0 and its index, -EBUSY while a
+ * column rebuild runs, -ENOSPC (1024 members), -EINVAL (I/O size or write
+ * granularity unsuitable), -ENOMEM.
+ */
+int za_engine_member_add(struct za_engine *e, struct za_dev *dev,
+			 unsigned *idx);
+/*
+ * Start draining member @idx (zarray remove/replace): no new segment uses
+ * it, it still serves reads, and za_engine_degraded() lists its columns
+ * to move. 0, or -EINVAL if it is not online.
+ */
+int za_engine_member_drain(struct za_engine *e, unsigned idx);
 /* Exclude member @idx now (zarray fail, or I/O errors): see params. */
 void za_engine_member_fail(struct za_engine *e, unsigned idx, int err);
 enum za_member_state za_engine_member_state(const struct za_engine *e,
 					    unsigned idx);
 void za_engine_member_stats(const struct za_engine *e, unsigned idx,
 			    struct za_member_stats *st);
+/* Members new segments can be placed on. */
+unsigned za_engine_nr_writable(const struct za_engine *e);
 /* Members currently failed or missing. */
 unsigned za_engine_nr_lost(const struct za_engine *e);
 
@@ -312,11 +328,153 @@ struct za_recovered_stripe {
  * Call it once, after za_engine_new() and after every stream was added,
  * before any write. Synchronous. Returns 0, a negative value @fn returned,
  * or -errno.
+ *
+ * @start (may be NULL) runs once between the two: the tables are rebuilt,
+ * reads work, nothing was handed over yet. It sets *min_seq when the
+ * owner already knows what the drives hold up to that sequence number (a
+ * checkpoint it has just read); stripes with seq <= *min_seq are then
+ * neither read again nor handed to @fn. A negative return stops recovery.
  */
-int za_engine_recover(struct za_engine *e,
-		      int (*fn)(void *priv,
-				const struct za_recovered_stripe *rs),
-		      void *priv);
+int za_engine_recover_from(struct za_engine *e,
+			   int (*start)(void *priv, uint64_t *min_seq),
+			   int (*fn)(void *priv,
+				     const struct za_recovered_stripe *rs),
+			   void *priv);
+static inline int
+za_engine_recover(struct za_engine *e,
+		  int (*fn)(void *priv, const struct za_recovered_stripe *rs),
+		  void *priv)
+{
+	return za_engine_recover_from(e, NULL, fn, priv);
+}
+
+/* ---- rebuild ---- */
+
+/* A segment with columns on lost members (failed, missing, removed). */
+struct za_engine_degraded {
+	uint64_t seg_id;
+	uint64_t group_id;
+	unsigned group_pos; /* its place in the group: group stripe j is */
+	unsigned group_w; /* stripe j / group_w of segment j % group_w */
+	unsigned stream;
+	uint32_t nr_written; /* stripes written */
+	unsigned lost; /* columns lost */
+	uint64_t lost_cols; /* columns on lost members */
+	uint64_t todo; /* columns to rebuild or move off a draining member
+			* (not dead, not running) */
+	bool busy; /* still taking or writing stripes: come back later */
+};
+
+/*
+ * Degraded segments with columns to rebuild, least redundancy left first
+ * (then metadata streams first): fills up to @max entries of @out (may be
+ * NULL) and returns how many there are in all.
+ */
+size_t za_engine_degraded(const struct za_engine *e,
+			  struct za_engine_degraded *out, size_t max);
+/* Lost columns @cols of a segment hold no live data: leave them lost and
+ * stop reporting them. 0 or -ENOENT. */
+int za_engine_seg_mark_dead(struct za_engine *e, uint64_t seg_id,
+			    uint64_t cols);
+/* Segment columns that still need member @idx (dead ones excluded). */
+unsigned za_engine_member_refs(const struct za_engine *e, unsigned idx);
+/* A lost member nothing needs any more becomes REMOVED: 0, or -EBUSY
+ * while segment columns still need it, -EINVAL if it is not lost. */
+int za_engine_member_retire(struct za_engine *e, unsigned idx);
+
+/*
+ * Rebuild lost column @col of a segment into a free zone of a writable
+ * member outside it: stripes [0, nr_stripes) in order, each live one
+ * (bit set in @live) decoded from k verified columns, each dead one
+ * written as a hole without reading anything. The last stripe must be
+ * live. The column moves to its new place when every stripe is written.
+ */
+struct za_col_rebuild {
+	uint64_t seg_id;
+	unsigned col;
+	uint32_t nr_stripes;
+	const uint64_t *live; /* bitmap, nr_stripes bits; the caller's */
+	unsigned window; /* stripes in flight; 0: 4 */
+	/*
+	 * move: the column is readable but must go elsewhere (drain,
+	 * replace, scrub repair): each stripe is copied from it (one read)
+	 * when it verifies, decoded from k others when it does not, or
+	 * always decoded with @decode. want_dst: put it on @dst_member.
+	 */
+	bool move, decode;
+	bool want_dst;
+	unsigned dst_member;
+	/* Loop thread, before a live stripe is started: false to hold it
+	 * (pause, rate limit) until za_engine_col_rebuild_kick(). */
+	bool (*may_start)(struct za_col_rebuild *cr, uint64_t bytes);
+	/* Loop thread, after each live stripe is written: @bytes of the
+	 * lost column restored. */
+	void (*progress)(struct za_col_rebuild *cr, uint64_t bytes);
+	/* Loop thread, once: 0; -EIO (more than p columns of a stripe
+	 * lost, or the replacement failed), -ECANCELED (aborted). */
+	void (*done)(struct za_col_rebuild *cr, int result);
+	void *priv;
+
+	/* Set by the engine. */
+	unsigned member; /* replacement member */
+	uint32_t zone;
+	uint64_t read_bytes, written_bytes;
+	uint32_t rebuilt, holes; /* stripes decoded; dead ones skipped */
+	uint32_t copied; /* move: stripes copied from the column itself */
+	void *priv_eng;
+};
+/*
+ * Start it (done() runs later, never inside the call). Returns 0, -ENOENT
+ * (no such segment), -EINVAL, -EBUSY (the segment is still written, or
+ * that column is already being rebuilt), -EALREADY (the column is not
+ * lost and !move), -ENOSPC (no member can take it, or not @dst_member),
+ * -ENOMEM.
+ */
+int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr);
+/* may_start() would now say yes: go on. */
+void za_engine_col_rebuild_kick(struct za_engine *e, struct za_col_rebuild *cr);
+/* Stop starting stripes; done(-ECANCELED) once those in flight end. */
+void za_engine_col_rebuild_abort(struct za_engine *e,
+				 struct za_col_rebuild *cr);
+
+/* ---- scrub ---- */
+
+/*
+ * Check one stripe (scrub.c): read every readable column whole (header
+ * and payload), verify each (header identity and place, CRC32C of every
+ * block, one write's sequence number), then, with at least k verified,
+ * recompute every verified column beyond the first k (the parity, when
+ * the data columns verify) from those k, payload and LBA table, and
+ * compare. Nothing is written: a bad column is repaired by moving it
+ * (za_engine_col_rebuild with move and decode). Columns on lost members,
+ * and stripes a moved column does not hold, are skipped, not bad.
+ */
+struct za_stripe_check {
+	uint64_t seg_id;
+	uint32_t stripe_idx;
+	/* Loop thread, once, never inside the call: 0 when the check ran
+	 * (whatever it found), -EIO when fewer than k columns verify (the
+	 * masks still say what was found), -ENOMEM. */
+	void (*done)(struct za_stripe_check *sc, int result);
+	void *priv;
+
+	/* Set before done(): column masks, bit c for column c. */
+	uint64_t lost_cols; /* not read: lost member, or not held there */
+	uint64_t hole_cols; /* a rebuild wrote the stripe here as dead */
+	uint64_t err_read_cols; /* read error */
+	uint64_t err_crc_cols; /* bad header or block CRC, or stale */
+	uint64_t inconsistent_cols; /* verifies, disagrees with the code */
+	uint64_t good_cols; /* verified and consistent */
+	uint64_t compared_cols; /* recomputed from k others and compared */
+	uint64_t read_bytes;
+	void *priv_eng;
+};
+/*
+ * Start it. Returns 0 (done() runs later), -ENOENT (no such segment, or
+ * its group is being released), -EINVAL (stripe not written, no done),
+ * -EBUSY (the segment is still taking or writing stripes), -ENOMEM.
+ */
+int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc);
 
 struct za_engine_stats {
 	uint64_t stripes_written;

@@ -79,6 +79,9 @@ void za_stripe_hdr_encode(const struct za_stripe_hdr *h, void *blk)
 	za_put_le16(b + HDR_GROUPW_OFF + 2, h->group_idx);
 	za_put_le32(b + HDR_GROUPW_OFF + 4, h->group_stripes);
 	b[HDR_GROUPW_OFF + 8] = h->stream;
+	b[HDR_GROUPW_OFF + 9] = h->flags;
+	za_put_le16(b + HDR_GROUPW_OFF + 10, h->at_member);
+	za_put_le32(b + HDR_GROUPW_OFF + 12, h->at_zone);
 	for (i = 0; i < 64; i++) {
 		za_put_le16(b + HDR_MEMBERS_OFF + 2 * i,
 			    i < width ? h->members[i] : HDR_MEMBER_NONE);
@@ -128,6 +131,9 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 	h->group_idx = za_get_le16(b + HDR_GROUPW_OFF + 2);
 	h->group_stripes = za_get_le32(b + HDR_GROUPW_OFF + 4);
 	h->stream = b[HDR_GROUPW_OFF + 8];
+	h->flags = b[HDR_GROUPW_OFF + 9];
+	h->at_member = za_get_le16(b + HDR_GROUPW_OFF + 10);
+	h->at_zone = za_get_le32(b + HDR_GROUPW_OFF + 12);
 
 	width = (unsigned)h->k + h->p;
 	if (h->k < 1 || h->p < 1 || h->p > 6 || width > 64 || h->col >= width)
@@ -138,12 +144,28 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 		return -EBADMSG;
 	if ((uint64_t)h->rows * h->chunk_bytes > (1u << 20))
 		return -EBADMSG;
-	if (h->kind != ZA_STRIPE_DATA && h->kind != ZA_STRIPE_META)
+	if (h->flags & ~ZA_STRIPE_F_ALL)
 		return -EBADMSG;
+	/* A hole (a dead stripe a rebuild skipped) carries nothing. */
+	if (h->flags & ZA_STRIPE_F_HOLE) {
+		if (h->kind || h->seq || h->nr_blocks ||
+		    !(h->flags & ZA_STRIPE_F_RELOCATED) ||
+		    (h->flags & ZA_STRIPE_F_COMPLETE))
+			return -EBADMSG;
+	} else if (h->kind != ZA_STRIPE_DATA && h->kind != ZA_STRIPE_META) {
+		return -EBADMSG;
+	}
+	if (h->flags & ZA_STRIPE_F_RELOCATED) {
+		if (h->at_member >= ZA_SB_MAX_MEMBERS)
+			return -EBADMSG;
+	} else if (h->at_member || h->at_zone ||
+		   (h->flags & ZA_STRIPE_F_COMPLETE)) {
+		return -EBADMSG;
+	}
 	col_blocks = h->rows * (h->chunk_bytes / 4096u);
 	if (h->nr_blocks > h->k * col_blocks)
 		return -EBADMSG;
-	if (!all_zero(b + 61, 3) || !all_zero(b + HDR_GROUPW_OFF + 9, 39) ||
+	if (!all_zero(b + 61, 3) || !all_zero(b + HDR_GROUPW_OFF + 16, 32) ||
 	    !all_zero(b + HDR_ZONES_OFF + 256, 512))
 		return -EBADMSG;
 	/* A group of 1..1024 segments, this one inside it, and this stripe

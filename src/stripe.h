@@ -49,6 +49,17 @@ enum za_stripe_kind {
 	ZA_STRIPE_META = 2, /* metadata (checkpoints); LBAs are the owner's */
 };
 
+/*
+ * Header flags, for columns written by a rebuild into a replacement zone
+ * (rebuild.c): the header keeps the segment's original members[] and
+ * zones[] (so it matches the other columns' headers) and says where this
+ * column now lives.
+ */
+#define ZA_STRIPE_F_RELOCATED 0x01u /* this column is at at_member/at_zone */
+#define ZA_STRIPE_F_HOLE 0x02u /* stripe was dead: no data, no LBA table */
+#define ZA_STRIPE_F_COMPLETE 0x04u /* last slot of a finished rebuild */
+#define ZA_STRIPE_F_ALL 0x07u
+
 /* Geometry-derived sizes, computed once (za_stripe_layout_init). */
 struct za_stripe_layout {
 	unsigned k, p, width; /* width = k + p */
@@ -105,6 +116,9 @@ struct za_stripe_hdr {
 	uint16_t group_idx; /* this segment's place in the group */
 	uint32_t group_stripes; /* stripes per segment of the group */
 	uint8_t stream; /* engine stream: 0 data, 1 journal, ... */
+	uint8_t flags; /* ZA_STRIPE_F_* */
+	uint16_t at_member; /* F_RELOCATED: where this column is; else 0 */
+	uint32_t at_zone;
 	uint16_t members[64]; /* member index per column */
 	uint32_t zones[64]; /* zone index per column */
 	uint32_t blk_crc[ZA_STRIPE_MAX_COL_BLOCKS]; /* CRC32C per payload block */

@@ -34,6 +34,11 @@
  * reads still return what was acknowledged, and makes every later flush
  * fail: acknowledged data that cannot be made durable is reported, never
  * hidden.
+ *
+ * Checkpoints ("checkpoints" below, docs/design.md 8.5) bound crash
+ * recovery: at a quiescent point the map and the unmap records are
+ * written as metadata stripes of a stream of their own, and recovery
+ * replays only the stripes written after the latest complete one.
  */
 #include <assert.h>
 #include <errno.h>
@@ -41,6 +46,8 @@
 #include <string.h>
 
 #include "byteorder.h"
+#include "checkpoint.h"
+#include "crash.h"
 #include "log.h"
 #include "map.h"
 #include "volume.h"
@@ -77,6 +84,7 @@ struct live {
 	struct urange *unmaps; /* unmap records this (journal) group holds */
 	unsigned nr_unmaps, cap_unmaps;
 	bool stuck; /* garbage collection could not move its data */
+	bool unmaps_lost; /* an unmap record is missing from the list */
 	struct live *next;
 };
 
@@ -95,6 +103,37 @@ struct gc {
 	unsigned reads;
 	int error;
 	struct za_vol_req flush;
+};
+
+/* Checkpoints: one being written at a time, and the live one. */
+enum { CK_IDLE, CK_QUIESCE, CK_WRITE, CK_FLUSH };
+
+struct ckpt {
+	unsigned stream; /* engine stream of checkpoint parts */
+	uint64_t interval_blocks; /* 0: the adaptive default */
+	unsigned window; /* parts in flight */
+	bool recover_full;
+	uint64_t since_blocks; /* stripe blocks submitted since the last */
+	/* Stripes the map depends on: bumped for each one submitted (and by
+	 * a recovery that replayed some); what the live checkpoint saw. */
+	uint64_t gen, snap_gen, live_gen;
+	int state; /* CK_* */
+	struct za_vol_req qflush; /* the flush that makes the point quiet */
+	struct za_engine_flush ef; /* the one after the parts */
+	struct za_vol_req *waiters; /* za_volume_checkpoint(), not yet covered */
+	struct za_vol_req *cur_waiters; /* covered by the one being written */
+	/* The one being written. */
+	uint64_t id, seq;
+	uint8_t *blocks; /* nr_parts encoded parts */
+	uint64_t *part_group; /* where each part written landed */
+	uint32_t nr_parts, next_part, done_parts;
+	unsigned inflight;
+	int error;
+	/* The live one: the latest complete, flushed (or loaded) checkpoint. */
+	uint64_t live_id, live_seq;
+	uint64_t *live_groups; /* its parts' groups */
+	uint32_t live_nr;
+	uint64_t next_id;
 };
 
 struct eflush {
@@ -123,11 +162,13 @@ struct za_volume {
 	struct za_vol_req *stalled_head, *stalled_tail;
 	bool critical; /* free space below the user-write floor */
 	unsigned data_inflight; /* data stripes submitted, not complete */
+	struct ckpt ck;
 };
 
 static void gc_kick(struct za_volume *v);
+static void ckpt_kick(struct za_volume *v);
 static void resume_stalled(struct za_volume *v);
-static uint64_t default_size(const struct za_engine *e, unsigned extra_ws);
+static uint64_t default_size(const struct za_engine *e, bool streams_added);
 static void write_now(struct za_volume *v, struct za_vol_req *r);
 
 /* ---- live counters (per group, for garbage collection) ---- */
@@ -165,8 +206,10 @@ static void live_add_unmap(struct za_volume *v, uint64_t group, uint64_t lba,
 		struct urange *u = realloc(l->unmaps, cap * sizeof(*u));
 
 		if (!u) {
-			/* Without the list GC must never drop this group. */
+			/* Without the list GC must never drop this group, and
+			 * no checkpoint may be written without the record. */
 			l->stuck = true;
+			l->unmaps_lost = true;
 			return;
 		}
 		l->unmaps = u;
@@ -274,6 +317,8 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 		struct live *lv = live_get(v, s->group_id, true);
 		bool stuck = false;
 
+		if (!data)
+			za_crash_point("journal-append");
 		if (b->kind == ZA_STRIPE_META)
 			live_add_unmap(v, s->group_id, b->ulba, b->un);
 
@@ -312,6 +357,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 	if (data)
 		v->data_inflight--;
 	progress(v);
+	ckpt_kick(v);
 	gc_kick(v);
 	resume_stalled(v);
 }
@@ -326,6 +372,8 @@ static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 	b->s->kind = b->kind ? b->kind : ZA_STRIPE_DATA;
 	b->s->done = vbuf_done;
 	b->s->priv = b;
+	v->ck.since_blocks += b->nr;
+	v->ck.gen++;
 	if (b->stream == ZA_STREAM_DATA) {
 		v->st.data_stripes++;
 		if (b->nr < za_engine_layout(v->eng)->data_blocks)
@@ -365,9 +413,20 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	ret = za_engine_stream_add(p->eng, &jg, 1, &v->jstream);
 	if (ret)
 		goto err_free;
-	/* The default size counts the journal's write set: add it first. */
+	/* Checkpoints: the journal's geometry, a stream of their own so that
+	 * their groups hold nothing else (docs/design.md 8.5). */
+	ret = za_engine_stream_add(p->eng, &jg, 1, &v->ck.stream);
+	if (ret)
+		goto err_free;
+	v->ck.interval_blocks = p->ckpt_interval_bytes / 4096;
+	if (p->ckpt_interval_bytes == UINT64_MAX)
+		v->ck.interval_blocks = UINT64_MAX;
+	v->ck.window = p->ckpt_window ? p->ckpt_window : 8;
+	v->ck.recover_full = p->recover_full;
+	v->ck.next_id = 1;
+	/* The default size counts both write sets: add them first. */
 	if (!p->size_bytes)
-		v->size_blocks = default_size(p->eng, 0) / 4096;
+		v->size_blocks = default_size(p->eng, true) / 4096;
 	if (!v->size_blocks) {
 		ret = -ENOSPC;
 		goto err_free;
@@ -397,7 +456,8 @@ bool za_volume_busy(const struct za_volume *v)
 	for (ep = v->ep_head; ep; ep = ep->next)
 		if (ep->inflight || ep->waiters)
 			return true;
-	return v->reads || v->eflushes || v->gc.active || v->stalled_head;
+	return v->reads || v->eflushes || v->gc.active || v->stalled_head ||
+	       v->ck.state != CK_IDLE;
 }
 
 void za_volume_free(struct za_volume *v)
@@ -425,6 +485,9 @@ void za_volume_free(struct za_volume *v)
 		free(ep);
 	}
 	free(v->gc.ext);
+	free(v->ck.blocks);
+	free(v->ck.part_group);
+	free(v->ck.live_groups);
 	za_map_free(v->map);
 	free(v);
 }
@@ -450,6 +513,7 @@ static void req_init(struct za_volume *v, struct za_vol_req *r)
 	r->pending = 0;
 	r->result = 0;
 	r->fua_flush = false;
+	r->op = 0;
 }
 
 /* ---- flush ---- */
@@ -598,10 +662,21 @@ void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
  * write set: what GC needs to move one victim), and the default volume
  * size leaves a reserve above the start so that GC always finds dead
  * space to reclaim.
+ *
+ * za_engine_space() counts the checkpoint stream's one open segment (p+1
+ * zones) as a whole write set. GC needs no room for it (checkpoint
+ * garbage is released as it lies, nothing moved), so it is left out of
+ * the write sets here and counted once in the default size's reserve.
  */
+static uint64_t gc_write_sets(const struct za_engine_space *sp)
+{
+	return sp->write_set_segs > 1 ? sp->write_set_segs - 1 :
+					sp->write_set_segs;
+}
+
 static uint64_t gc_start_segs(const struct za_engine_space *sp)
 {
-	uint64_t a = sp->total_segs / 10, b = 2 * sp->write_set_segs + 1;
+	uint64_t a = sp->total_segs / 10, b = 2 * gc_write_sets(sp) + 1;
 
 	return a > b ? a : b;
 }
@@ -611,17 +686,19 @@ static bool space_critical(const struct za_volume *v)
 	struct za_engine_space sp;
 
 	za_engine_space(v->eng, &sp);
-	return sp.free_segs < sp.write_set_segs + 1;
+	return sp.free_segs < gc_write_sets(&sp) + 1;
 }
 
-static uint64_t default_size(const struct za_engine *e, unsigned extra_ws)
+static uint64_t default_size(const struct za_engine *e, bool streams_added)
 {
 	struct za_engine_space sp;
-	uint64_t reserve, a, b;
+	uint64_t reserve, a, b, ws;
 
 	za_engine_space(e, &sp);
+	/* Before the volume's streams exist: the journal's write set. */
+	ws = streams_added ? gc_write_sets(&sp) : sp.write_set_segs + 1;
 	a = sp.total_segs * 15 / 100;
-	b = 3 * (sp.write_set_segs + extra_ws) + 2;
+	b = 3 * ws + 2 + 1; /* + 1: the checkpoint stream's segment */
 	reserve = a > b ? a : b;
 	if (sp.free_segs <= reserve)
 		return 0;
@@ -630,7 +707,7 @@ static uint64_t default_size(const struct za_engine *e, unsigned extra_ws)
 
 uint64_t za_volume_default_size(const struct za_engine *e)
 {
-	return default_size(e, 1); /* the journal stream is not added yet */
+	return default_size(e, false);
 }
 
 /*
@@ -643,8 +720,25 @@ uint64_t za_volume_default_size(const struct za_engine *e)
 static bool can_write(const struct za_volume *v)
 {
 	return !(v->critical && v->gc.active) &&
-	       v->data_inflight < MAX_DATA_INFLIGHT;
+	       v->data_inflight < MAX_DATA_INFLIGHT &&
+	       v->ck.state != CK_QUIESCE;
 }
+
+/* What a held-back request is (za_vol_req.op). */
+enum { OP_WRITE = 0, OP_TRIM = 1, OP_ZEROES = 2 };
+
+static void stall(struct za_volume *v, struct za_vol_req *r)
+{
+	v->st.writes_stalled++;
+	r->next = NULL;
+	if (v->stalled_tail)
+		v->stalled_tail->next = r;
+	else
+		v->stalled_head = r;
+	v->stalled_tail = r;
+}
+
+static void unmap_now(struct za_volume *v, struct za_vol_req *r);
 
 static void resume_stalled(struct za_volume *v)
 {
@@ -655,7 +749,10 @@ static void resume_stalled(struct za_volume *v)
 		v->stalled_head = r->next;
 		if (!v->stalled_head)
 			v->stalled_tail = NULL;
-		write_now(v, r);
+		if (r->op == OP_WRITE)
+			write_now(v, r);
+		else
+			unmap_now(v, r);
 	}
 }
 
@@ -678,12 +775,7 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		if (v->critical)
 			gc_kick(v);
 		if (v->stalled_head || !can_write(v)) {
-			v->st.writes_stalled++;
-			if (v->stalled_tail)
-				v->stalled_tail->next = r;
-			else
-				v->stalled_head = r;
-			v->stalled_tail = r;
+			stall(v, r);
 			return;
 		}
 	}
@@ -781,32 +873,54 @@ static int unmap(struct za_volume *v, uint64_t lba, uint64_t n)
 	return 0;
 }
 
-void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
-		    uint64_t len)
+/* A trim or write-zeroes, now. */
+static void unmap_now(struct za_volume *v, struct za_vol_req *r)
+{
+	int ret = 0;
+
+	r->next = NULL;
+	if (r->len)
+		ret = unmap(v, r->off / 4096, r->len / 4096);
+	if (ret || r->op != OP_ZEROES || !r->fua) {
+		r->done(r, ret);
+		return;
+	}
+	flush_enqueue(v, r);
+}
+
+static void unmap_req(struct za_volume *v, struct za_vol_req *r, uint8_t op,
+		      uint64_t off, uint64_t len, bool fua)
 {
 	int ret;
 
 	req_init(v, r);
 	ret = check_range(v, off, len);
-	if (!ret && len)
-		ret = unmap(v, off / 4096, len / 4096);
-	r->done(r, ret);
+	if (ret) {
+		r->done(r, ret);
+		return;
+	}
+	r->op = op;
+	r->off = off;
+	r->len = len;
+	r->fua = fua;
+	/* Held back, like writes, while a checkpoint needs the map still. */
+	if (v->ck.state == CK_QUIESCE) {
+		stall(v, r);
+		return;
+	}
+	unmap_now(v, r);
+}
+
+void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
+		    uint64_t len)
+{
+	unmap_req(v, r, OP_TRIM, off, len, false);
 }
 
 void za_volume_write_zeroes(struct za_volume *v, struct za_vol_req *r,
 			    uint64_t off, uint64_t len, bool fua)
 {
-	int ret;
-
-	req_init(v, r);
-	ret = check_range(v, off, len);
-	if (!ret && len)
-		ret = unmap(v, off / 4096, len / 4096);
-	if (ret || !fua) {
-		r->done(r, ret);
-		return;
-	}
-	flush_enqueue(v, r);
+	unmap_req(v, r, OP_ZEROES, off, len, fua);
 }
 
 /* ---- read ---- */
@@ -935,6 +1049,8 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
  */
 #define GC_MAX_READS 4
 #define GC_READ_BLOCKS 256u
+/* gc.kind of a checkpoint group: no map entry points there. */
+#define GC_KIND_CKPT 0xffu
 
 struct gc_read {
 	struct za_read er;
@@ -1005,8 +1121,15 @@ static bool gc_choose(struct za_volume *v, uint64_t *victim, uint8_t *kind)
 		if (za_engine_group_info(v->eng, ids[i], gi) || gi->taking ||
 		    gi->busy || (l && l->stuck))
 			continue;
-		if (gi->stream != ZA_STREAM_DATA && gi->stream != v->jstream)
+		if (gi->stream == v->ck.stream) {
+			/* Superseded (or torn) checkpoints only: the live one,
+			 * and the one being written, count their parts. */
+			if (live_blocks)
+				continue;
+		} else if (gi->stream != ZA_STREAM_DATA &&
+			   gi->stream != v->jstream) {
 			continue;
+		}
 		zones = (double)gi->nr_segs *
 			za_engine_stream_layout(v->eng, gi->stream)->width;
 		/* Zones the live blocks would take in data segments. */
@@ -1023,7 +1146,8 @@ static bool gc_choose(struct za_volume *v, uint64_t *victim, uint8_t *kind)
 			best = score;
 			*victim = ids[i];
 			*kind = gi->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
-							       ZA_MAP_JOURNAL;
+				gi->stream == v->jstream     ? ZA_MAP_JOURNAL :
+							       GC_KIND_CKPT;
 			found = true;
 		}
 	}
@@ -1195,6 +1319,13 @@ static void gc_pump(struct za_volume *v)
 		gc_finish(v, gc->error);
 		return;
 	}
+	if (gc->kind == GC_KIND_CKPT) {
+		/* Nothing to move, and the checkpoint that superseded these
+		 * parts was flushed before they became garbage. */
+		gc->flush.priv = v;
+		gc_flushed(&gc->flush, 0);
+		return;
+	}
 	gc->flush.done = gc_flushed;
 	gc->flush.priv = v;
 	req_init(v, &gc->flush);
@@ -1213,6 +1344,7 @@ static void gc_flushed(struct za_vol_req *r, int result)
 		gc_finish(v, result);
 		return;
 	}
+	za_crash_point("gc-move");
 	ret = za_engine_group_release(v->eng, v->gc.victim, gc_released, v);
 	if (ret)
 		gc_finish(v, ret);
@@ -1252,6 +1384,7 @@ static void gc_finish(struct za_volume *v, int err)
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
 	resume_stalled(v);
+	ckpt_kick(v); /* one may have waited for this victim */
 	gc_kick(v);
 }
 
@@ -1263,7 +1396,7 @@ static void gc_kick(struct za_volume *v)
 		return;
 	/* Kept current even while GC runs: writes check it on entry. */
 	v->critical = space_critical(v);
-	if (gc->active)
+	if (gc->active || v->ck.state == CK_QUIESCE)
 		return;
 	if (!gc_needed(v)) {
 		resume_stalled(v);
@@ -1280,7 +1413,8 @@ static void gc_kick(struct za_volume *v)
 	gc->next_ext = 0;
 	gc->next_off = 0;
 	v->st.gc_runs++;
-	if (za_map_walk(v->map, 0, v->size_blocks, gc_collect, v)) {
+	if (gc->kind != GC_KIND_CKPT &&
+	    za_map_walk(v->map, 0, v->size_blocks, gc_collect, v)) {
 		gc->error = -ENOMEM;
 		gc_finish(v, gc->error);
 		return;
@@ -1297,6 +1431,368 @@ static void gc_kick(struct za_volume *v)
 			     (unsigned long long)sp.write_set_segs);
 	}
 	gc_pump(v);
+}
+
+/* ---- checkpoints ---- */
+
+/*
+ * Big theory
+ * ----------
+ * A checkpoint is the map (every extent: LBA range, data or journal
+ * group, position) and the unmap records that journal groups still hold,
+ * as they are once every stripe with a sequence number up to S is on the
+ * drives and none after S exists yet. Recovery loads it and replays only
+ * the stripes after S (za_engine_recover_from()).
+ *
+ * "None after S exists yet" needs a quiet moment, because the map is
+ * updated in acknowledgement order while stripes get their sequence
+ * numbers when the engine writes them, and because a block still in a
+ * buffer has no place on the drives to record. So a checkpoint:
+ *
+ *   1. quiesces: writes, trims and garbage collection are held back and a
+ *      flush disposes of the open buffer, waits for every stripe in
+ *      flight and flushes the drives. When it answers, no buffer is
+ *      alive, every stripe handed out (seq <= S = next sequence - 1) is
+ *      complete and durable, and the map names only drive locations;
+ *   2. encodes the map and the unmap lists into parts (checkpoint.h) in
+ *      memory, in one go on the loop thread, and lets writes go on;
+ *   3. writes the parts as metadata stripes of its own stream (k = 1, p+1
+ *      copies on distinct members, like the journal), a few at a time;
+ *   4. flushes the drives; only then does it supersede the previous one,
+ *      whose parts become garbage for GC to reclaim.
+ *
+ *   writes ......|held|.......................................
+ *   flush         [==]                      (S fixed here)
+ *   parts              [p0][p1][p2]...[pn-1]
+ *   flush                                   [==] -> live; previous: garbage
+ *
+ * A crash before step 4 leaves a torn or unflushed checkpoint: recovery
+ * finds it incomplete and falls back to the previous one, which is still
+ * live, or to a full replay. Live parts are counted per group like live
+ * blocks so GC never takes them; a group holding only superseded or torn
+ * parts has no live count and is released without moving anything.
+ */
+
+static uint64_t ckpt_interval(const struct za_volume *v)
+{
+	const struct ckpt *c = &v->ck;
+	uint64_t base, by_size, p = za_engine_layout(v->eng)->p;
+
+	if (c->interval_blocks)
+		return c->interval_blocks;
+	base = v->size_blocks / 8;
+	if (base < (16ull << 20) / 4096)
+		base = (16ull << 20) / 4096;
+	if (base > (1ull << 30) / 4096)
+		base = (1ull << 30) / 4096;
+	/* A part costs 2(p+1) device blocks: a few percent of what the
+	 * interval writes, whatever the map's size. */
+	by_size = 64 * (p + 1) * c->live_nr;
+	return base > by_size ? base : by_size;
+}
+
+static void ckpt_answer(struct za_vol_req **list, int result)
+{
+	struct za_vol_req *r;
+
+	while ((r = *list)) {
+		*list = r->next;
+		r->done(r, result);
+	}
+}
+
+/* Parts of a checkpoint stop counting as live in their groups. */
+static void ckpt_drop_parts(struct za_volume *v, const uint64_t *groups,
+			    uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		struct live *l = live_get(v, groups[i], false);
+
+		if (l && l->blocks)
+			l->blocks--;
+	}
+}
+
+static void ckpt_end(struct za_volume *v, int err)
+{
+	struct ckpt *c = &v->ck;
+
+	if (err) {
+		if (c->part_group)
+			ckpt_drop_parts(v, c->part_group, c->done_parts);
+		v->st.checkpoint_failures++;
+		za_log_warn("volume: checkpoint not written: %s; the previous "
+			    "one (sequence %llu) stays in use",
+			    strerror(-err), (unsigned long long)c->live_seq);
+	}
+	free(c->blocks);
+	c->blocks = NULL;
+	free(c->part_group);
+	c->part_group = NULL;
+	c->nr_parts = c->next_part = c->done_parts = 0;
+	c->state = CK_IDLE;
+	ckpt_answer(&c->cur_waiters, err);
+	resume_stalled(v);
+	gc_kick(v);
+	ckpt_kick(v);
+}
+
+static void ckpt_flushed(struct za_engine_flush *f, int result)
+{
+	struct za_volume *v = f->priv;
+	struct ckpt *c = &v->ck;
+
+	if (!result) {
+		/* Complete and durable: it supersedes the previous one. */
+		ckpt_drop_parts(v, c->live_groups, c->live_nr);
+		free(c->live_groups);
+		c->live_groups = c->part_group;
+		c->part_group = NULL;
+		c->live_nr = c->nr_parts;
+		c->live_id = c->id;
+		c->live_seq = c->seq;
+		c->live_gen = c->snap_gen;
+		v->st.checkpoints++;
+		za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts",
+			     (unsigned long long)c->id,
+			     (unsigned long long)c->seq, c->nr_parts);
+	}
+	ckpt_end(v, result);
+}
+
+static void ckpt_pump(struct za_volume *v);
+
+static void ckpt_part_done(struct za_stripe_w *s, int result)
+{
+	struct za_volume *v = s->priv;
+	struct ckpt *c = &v->ck;
+
+	c->inflight--;
+	if (!result) {
+		struct live *l = live_get(v, s->group_id, true);
+
+		/* Counted from now: GC must not take a group holding parts
+		 * of the checkpoint being written either. */
+		if (l)
+			l->blocks++;
+		c->part_group[c->done_parts++] = s->group_id;
+	} else if (!c->error) {
+		c->error = result;
+	}
+	za_engine_stripe_put(v->eng, s);
+	if (!result)
+		za_crash_point("checkpoint");
+	if (c->error) {
+		if (!c->inflight)
+			ckpt_end(v, c->error);
+		return;
+	}
+	if (c->done_parts < c->nr_parts) {
+		ckpt_pump(v);
+		return;
+	}
+	c->state = CK_FLUSH;
+	memset(&c->ef, 0, sizeof(c->ef));
+	c->ef.done = ckpt_flushed;
+	c->ef.priv = v;
+	za_engine_flush(v->eng, &c->ef);
+}
+
+static void ckpt_pump(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	while (!c->error && c->next_part < c->nr_parts &&
+	       c->inflight < c->window) {
+		struct za_stripe_w *s =
+			za_engine_stripe_get_stream(v->eng, c->stream);
+
+		if (!s) {
+			c->error = -ENOMEM;
+			break;
+		}
+		memcpy(za_stripe_w_block(v->eng, s, 0),
+		       c->blocks + (size_t)c->next_part * ZA_CKPT_BLOCK_BYTES,
+		       ZA_CKPT_BLOCK_BYTES);
+		s->lbas[0] = ZA_STRIPE_LBA_NONE;
+		s->nr_blocks = 1;
+		s->kind = ZA_STRIPE_META;
+		s->done = ckpt_part_done;
+		s->priv = v;
+		c->next_part++;
+		c->inflight++;
+		za_engine_write(v->eng, s);
+	}
+	if (c->error && !c->inflight)
+		ckpt_end(v, c->error);
+}
+
+static int ckpt_count(void *priv, uint64_t lba, uint64_t n,
+		      const struct za_map_loc *loc)
+{
+	uint64_t *extents = priv;
+
+	(void)lba;
+	(void)n;
+	if (!loc)
+		return 0;
+	if (loc->kind == ZA_MAP_BUFFER)
+		return -EBUSY; /* not quiet: no place on the drives yet */
+	(*extents)++;
+	return 0;
+}
+
+static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
+			   const struct za_map_loc *loc)
+{
+	struct za_ckpt_rec r = { 0 };
+
+	if (!loc)
+		return 0;
+	r.type = loc->kind == ZA_MAP_DATA ? ZA_CKPT_REC_DATA :
+					    ZA_CKPT_REC_JOURNAL;
+	r.lba = lba;
+	r.nr_blocks = n;
+	r.group = loc->group;
+	r.pos = loc->pos;
+	return za_ckpt_writer_add(priv, &r);
+}
+
+/*
+ * Step 2: encode the map and the unmap lists as of now, the quiet point.
+ * Returns 0 (parts ready), 1 (nothing written since the live checkpoint)
+ * or -errno.
+ */
+static int ckpt_snapshot(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	struct za_engine_stats es;
+	struct za_ckpt_writer *w;
+	uint64_t extents = 0, unmaps = 0, seq;
+	struct live *l;
+	uint32_t parts;
+	unsigned i, j;
+	int ret;
+
+	if (v->error)
+		return -EIO;
+	for (i = 0; i < BUF_HASH; i++)
+		if (v->bhash[i])
+			return -EBUSY; /* a buffer kept (map update failed) */
+	/* Checkpoint parts take sequence numbers too: whether anything
+	 * changed is told by the stripes the map depends on. */
+	if (c->gen == c->live_gen)
+		return 1;
+	za_engine_get_stats(v->eng, &es);
+	seq = es.next_seq - 1;
+	ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_count, &extents);
+	if (ret)
+		return ret;
+	for (i = 0; i < LIVE_HASH; i++)
+		for (l = v->lhash[i]; l; l = l->next) {
+			if (l->unmaps_lost)
+				return -ENOMEM;
+			unmaps += l->nr_unmaps;
+		}
+	parts = za_ckpt_nr_parts(extents, unmaps);
+	if (!parts)
+		return -EOVERFLOW;
+	w = malloc(sizeof(*w));
+	c->blocks = malloc((size_t)parts * ZA_CKPT_BLOCK_BYTES);
+	c->part_group = calloc(parts, sizeof(*c->part_group));
+	if (!w || !c->blocks || !c->part_group) {
+		free(w);
+		return -ENOMEM;
+	}
+	ret = za_ckpt_writer_init(w, c->next_id, seq, v->size_blocks, extents,
+				  unmaps, c->blocks);
+	if (!ret)
+		ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_add_extent,
+				  w);
+	for (i = 0; !ret && i < LIVE_HASH; i++)
+		for (l = v->lhash[i]; !ret && l; l = l->next)
+			for (j = 0; !ret && j < l->nr_unmaps; j++) {
+				struct za_ckpt_rec r = {
+					.type = ZA_CKPT_REC_UNMAP,
+					.lba = l->unmaps[j].lba,
+					.nr_blocks = l->unmaps[j].n,
+					.group = l->group,
+				};
+
+				ret = za_ckpt_writer_add(w, &r);
+			}
+	if (!ret)
+		ret = za_ckpt_writer_finish(w);
+	free(w);
+	if (ret) {
+		za_log_err("volume: checkpoint of sequence %llu: the map does "
+			   "not encode (%s)",
+			   (unsigned long long)seq, strerror(-ret));
+		return ret;
+	}
+	c->id = c->next_id++;
+	c->seq = seq;
+	c->snap_gen = c->gen;
+	c->nr_parts = parts;
+	c->next_part = c->done_parts = 0;
+	c->inflight = 0;
+	c->error = 0;
+	return 0;
+}
+
+/* Step 1 done: the point is quiet (or the flush failed). */
+static void ckpt_quiesced(struct za_vol_req *r, int result)
+{
+	struct za_volume *v = r->priv;
+	struct ckpt *c = &v->ck;
+	int ret = result;
+
+	/* Everything acknowledged before these callers asked is covered. */
+	c->cur_waiters = c->waiters;
+	c->waiters = NULL;
+	c->since_blocks = 0; /* a failure retries after another interval */
+	if (!ret)
+		ret = ckpt_snapshot(v);
+	if (ret) {
+		ckpt_end(v, ret > 0 ? 0 : ret);
+		return;
+	}
+	c->state = CK_WRITE;
+	resume_stalled(v);
+	gc_kick(v);
+	ckpt_pump(v);
+}
+
+static void ckpt_kick(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	if (c->state != CK_IDLE)
+		return;
+	if (v->error) {
+		ckpt_answer(&c->waiters, -EIO);
+		return;
+	}
+	if (!c->waiters && c->since_blocks < ckpt_interval(v))
+		return;
+	if (v->gc.active)
+		return; /* gc_finish() comes back */
+	c->state = CK_QUIESCE;
+	memset(&c->qflush, 0, sizeof(c->qflush));
+	c->qflush.done = ckpt_quiesced;
+	c->qflush.priv = v;
+	req_init(v, &c->qflush);
+	flush_enqueue(v, &c->qflush);
+}
+
+void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r)
+{
+	req_init(v, r);
+	r->next = v->ck.waiters;
+	v->ck.waiters = r;
+	ckpt_kick(v);
 }
 
 /* ---- crash recovery ---- */
@@ -1387,6 +1883,323 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
 	return 0;
 }
 
+/*
+ * Loading a checkpoint (za_engine_recover_from() calls rec_start() once
+ * the engine's tables are rebuilt, before any stripe is replayed). The
+ * checkpoint stream's groups are read backwards from the newest block:
+ * parts of later checkpoints always sit after those of earlier ones (one
+ * checkpoint is written at a time), so the first checkpoint seen whole is
+ * the latest complete one, and the blocks of any newer, torn one were
+ * read before it (their ids are not reused).
+ */
+struct ck_cand {
+	uint64_t id, seq;
+	uint32_t nr_parts, found;
+	uint64_t *group, *pos; /* per part; pos UINT64_MAX: not found */
+	bool failed;
+};
+
+/* Forget a checkpoint that did not load: empty map, no live counters. */
+static int ckpt_unload(struct za_volume *v)
+{
+	unsigned i;
+
+	for (i = 0; i < LIVE_HASH; i++)
+		while (v->lhash[i]) {
+			struct live *l = v->lhash[i];
+
+			v->lhash[i] = l->next;
+			free(l->unmaps);
+			free(l);
+		}
+	za_map_free(v->map);
+	v->map = NULL;
+	return za_map_new(&v->map);
+}
+
+/* Read, check and apply every part of @c. 0, -EBADMSG/-EIO (not usable:
+ * the map and counters are back to empty), or -ENOMEM. */
+static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
+		     struct za_ckpt_rec *recs)
+{
+	struct za_volume *v = rv->v;
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h;
+	uint32_t part, i;
+	int ret = 0, r;
+
+	za_ckpt_reader_init(&rd);
+	for (part = 0; part < c->nr_parts && !ret; part++) {
+		ret = za_engine_read_sync(v->eng, c->group[part], c->pos[part],
+					  1, rv->blk, NULL);
+		if (!ret)
+			ret = za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
+						   &h, recs);
+		if (!ret)
+			ret = za_ckpt_reader_add(&rd, &h, recs);
+		/* A bigger volume than ours: not ours to load. */
+		if (!ret && (h.id != c->id || h.size_blocks > v->size_blocks))
+			ret = -EBADMSG;
+		for (i = 0; !ret && i < h.nr_recs; i++) {
+			struct za_map_loc loc = { .group = recs[i].group,
+						  .pos = recs[i].pos };
+
+			if (recs[i].type == ZA_CKPT_REC_UNMAP) {
+				live_add_unmap(v, recs[i].group, recs[i].lba,
+					       recs[i].nr_blocks);
+				continue;
+			}
+			loc.kind = recs[i].type == ZA_CKPT_REC_DATA ?
+					   ZA_MAP_DATA :
+					   ZA_MAP_JOURNAL;
+			ret = za_map_set(v->map, recs[i].lba, recs[i].nr_blocks,
+					 &loc, NULL, NULL);
+		}
+	}
+	if (!ret)
+		ret = za_ckpt_reader_done(&rd);
+	if (ret) {
+		za_log_warn("recovery: checkpoint %llu (sequence %llu) is not "
+			    "usable: %s",
+			    (unsigned long long)c->id,
+			    (unsigned long long)c->seq, strerror(-ret));
+		r = ckpt_unload(v);
+		if (r)
+			return r;
+		return ret == -ENOMEM ? ret : -EBADMSG;
+	}
+	return 0;
+}
+
+/* Keep @c: it is the live checkpoint now. */
+static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
+{
+	struct ckpt *ck = &v->ck;
+	uint32_t i;
+
+	for (i = 0; i < c->nr_parts; i++) {
+		struct live *l = live_get(v, c->group[i], true);
+
+		if (!l)
+			return -ENOMEM;
+		l->blocks++;
+	}
+	free(ck->live_groups);
+	ck->live_groups = c->group;
+	c->group = NULL;
+	ck->live_nr = c->nr_parts;
+	ck->live_id = c->id;
+	ck->live_seq = c->seq;
+	return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x > y ? -1 : x < y;
+}
+
+static int rec_start(void *priv, uint64_t *min_seq)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	struct za_ckpt_rec *recs = NULL;
+	struct ck_cand *cands = NULL, *got = NULL;
+	struct za_group_info *gi = NULL;
+	uint64_t *ids = NULL, max_id = 0, blocks = 0, pos;
+	unsigned n, i, nr = 0, nc = 0, j;
+	struct za_ckpt_hdr h;
+	int ret = 0;
+
+	n = za_engine_groups(v->eng, NULL, 0);
+	ids = malloc((n + 1) * sizeof(*ids));
+	gi = malloc(sizeof(*gi));
+	recs = malloc(ZA_CKPT_RECS_PER_BLOCK * sizeof(*recs));
+	if (!ids || !gi || !recs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	n = za_engine_groups(v->eng, ids, n);
+	for (i = 0; i < n; i++)
+		if (!za_engine_group_info(v->eng, ids[i], gi) &&
+		    gi->stream == v->ck.stream) {
+			ids[nr++] = ids[i];
+			blocks += gi->next_pos;
+		}
+	if (nr)
+		qsort(ids, nr, sizeof(*ids), cmp_desc);
+	for (i = 0; i < nr && !got && !ret; i++) {
+		if (za_engine_group_info(v->eng, ids[i], gi))
+			continue;
+		for (pos = gi->next_pos; pos-- > 0 && !got && !ret;) {
+			struct ck_cand *c = NULL;
+
+			if (za_engine_read_sync(v->eng, ids[i], pos, 1, rv->blk,
+						NULL) ||
+			    za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
+						 &h, recs))
+				continue; /* torn, or lost beyond p */
+			if (h.id > max_id)
+				max_id = h.id;
+			/* Ignoring checkpoints still takes their ids: a new
+			 * one must never share a torn one's. */
+			if (v->ck.recover_full)
+				continue;
+			for (j = 0; j < nc && !c; j++)
+				if (cands[j].id == h.id)
+					c = &cands[j];
+			if (!c) {
+				struct ck_cand *nca;
+
+				/* More parts than blocks on the drives: it can
+				 * never be complete (and a hostile count must
+				 * not size an allocation). */
+				if (h.nr_parts > blocks)
+					continue;
+				nca = realloc(cands, (nc + 1) * sizeof(*cands));
+				if (!nca) {
+					ret = -ENOMEM;
+					break;
+				}
+				cands = nca;
+				c = &cands[nc++];
+				memset(c, 0, sizeof(*c));
+				c->id = h.id;
+				c->seq = h.seq;
+				c->nr_parts = h.nr_parts;
+				c->group =
+					malloc(h.nr_parts * sizeof(uint64_t));
+				c->pos = malloc(h.nr_parts * sizeof(uint64_t));
+				if (!c->group || !c->pos) {
+					ret = -ENOMEM;
+					break;
+				}
+				for (j = 0; j < h.nr_parts; j++)
+					c->pos[j] = UINT64_MAX;
+			}
+			if (c->seq != h.seq || c->nr_parts != h.nr_parts)
+				c->failed = true; /* two checkpoints, one id */
+			/* A part found twice was written again after a
+			 * column failed: the same bytes. */
+			if (c->failed || c->pos[h.part] != UINT64_MAX)
+				continue;
+			c->group[h.part] = ids[i];
+			c->pos[h.part] = pos;
+			if (++c->found < c->nr_parts)
+				continue;
+			ret = ckpt_load(rv, c, recs);
+			if (ret == -EBADMSG) {
+				c->failed = true;
+				ret = 0;
+			} else if (!ret) {
+				ret = ckpt_adopt(v, c);
+				got = c;
+			}
+		}
+	}
+	if (ret)
+		goto out;
+	v->ck.next_id = max_id + 1;
+	for (j = 0; j < nc; j++)
+		if (!got || cands[j].id > got->id)
+			za_log_info(
+				"recovery: checkpoint %llu not used: %s (%u "
+				"of %u parts found)",
+				(unsigned long long)cands[j].id,
+				cands[j].failed ? "invalid" : "torn",
+				cands[j].found, cands[j].nr_parts);
+	if (got) {
+		*min_seq = got->seq;
+		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
+			    "%u parts, %zu extents",
+			    (unsigned long long)got->id,
+			    (unsigned long long)got->seq, got->nr_parts,
+			    za_map_extents(v->map));
+	} else if (nc) {
+		za_log_warn("recovery: no complete checkpoint among %u found; "
+			    "replaying every stripe",
+			    nc);
+	}
+out:
+	for (j = 0; j < nc; j++) {
+		free(cands[j].group);
+		free(cands[j].pos);
+	}
+	free(cands);
+	free(recs);
+	free(gi);
+	free(ids);
+	return ret;
+}
+
+/*
+ * After the replay: per-group live counts from the map (the checkpoint
+ * names groups GC may have released since; their moved blocks were
+ * replayed), and no counters or unmap lists for groups that are gone.
+ */
+struct rec_count {
+	struct za_volume *v;
+	uint64_t orphans;
+};
+
+static int rec_count_extent(void *priv, uint64_t lba, uint64_t n,
+			    const struct za_map_loc *loc)
+{
+	struct rec_count *rc = priv;
+	struct live *l;
+
+	(void)lba;
+	if (!loc)
+		return 0;
+	l = live_get(rc->v, loc->group, true);
+	if (!l)
+		return -ENOMEM;
+	l->blocks += n;
+	return 0;
+}
+
+static int rec_finish(struct za_volume *v)
+{
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	struct rec_count rc = { .v = v };
+	unsigned i;
+	int ret;
+
+	if (!gi)
+		return -ENOMEM;
+	for (i = 0; i < LIVE_HASH; i++) {
+		struct live **lp = &v->lhash[i], *l;
+
+		while ((l = *lp)) {
+			if (za_engine_group_info(v->eng, l->group, gi)) {
+				*lp = l->next;
+				free(l->unmaps);
+				free(l);
+				continue;
+			}
+			if (gi->stream != v->ck.stream)
+				l->blocks = 0;
+			lp = &l->next;
+		}
+	}
+	ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent, &rc);
+	for (i = 0; !ret && i < LIVE_HASH; i++) {
+		const struct live *l;
+
+		for (l = v->lhash[i]; l; l = l->next)
+			if (l->blocks &&
+			    za_engine_group_info(v->eng, l->group, gi))
+				rc.orphans += l->blocks;
+	}
+	if (rc.orphans)
+		za_log_warn("recovery: %llu blocks map to groups no longer on "
+			    "the drives; they will read as errors",
+			    (unsigned long long)rc.orphans);
+	free(gi);
+	return ret;
+}
+
 int za_volume_recover(struct za_volume *v)
 {
 	struct rec_vol rv = { .v = v };
@@ -1395,14 +2208,21 @@ int za_volume_recover(struct za_volume *v)
 
 	if (posix_memalign((void **)&rv.blk, 4096, 4096))
 		return -ENOMEM;
-	ret = za_engine_recover(v->eng, rec_apply, &rv);
+	ret = za_engine_recover_from(v->eng, rec_start, rec_apply, &rv);
 	free(rv.blk);
+	if (!ret)
+		ret = rec_finish(v);
+	v->st.recovered_stripes = rv.stripes + rv.unmaps;
+	/* Replayed stripes are not in the live checkpoint (if any). */
+	v->ck.gen = v->st.recovered_stripes ? 1 : 0;
 	if (!ret)
 		za_log_info(
 			"volume: recovered %llu stripes and %llu unmap "
-			"records in %llu ms; %llu extents mapped",
+			"records after sequence %llu in %llu ms; %llu extents "
+			"mapped",
 			(unsigned long long)rv.stripes,
 			(unsigned long long)rv.unmaps,
+			(unsigned long long)v->ck.live_seq,
 			(unsigned long long)((za_io_now_ns() - t0) / 1000000),
 			(unsigned long long)za_map_extents(v->map));
 	return ret;
@@ -1422,6 +2242,8 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 			st->buffers++;
 	st->map_extents = za_map_extents(v->map);
 	st->map_bytes = za_map_bytes(v->map);
+	st->checkpoint_seq = v->ck.live_seq;
+	st->checkpoint_blocks = v->ck.live_nr;
 }
 
 struct vsync {
@@ -1471,4 +2293,41 @@ int za_volume_flush_sync(struct za_volume *v)
 	s.r.priv = &s;
 	za_volume_flush(v, &s.r);
 	return vsync_wait(v, &s);
+}
+
+int za_volume_checkpoint_sync(struct za_volume *v)
+{
+	struct vsync s = { .r = { .done = vsync_done } };
+
+	s.r.priv = &s;
+	za_volume_checkpoint(v, &s.r);
+	return vsync_wait(v, &s);
+}
+
+/* ---- liveness, for rebuild ---- */
+
+struct live_walk {
+	int (*fn)(void *priv, uint64_t group, uint64_t pos, uint64_t n);
+	void *priv;
+};
+
+static int live_walk_one(void *priv, uint64_t lba, uint64_t n,
+			 const struct za_map_loc *loc)
+{
+	struct live_walk *lw = priv;
+
+	(void)lba;
+	if (!loc || (loc->kind != ZA_MAP_DATA && loc->kind != ZA_MAP_JOURNAL))
+		return 0;
+	return lw->fn(lw->priv, loc->group, loc->pos, n);
+}
+
+int za_volume_walk_live(struct za_volume *v,
+			int (*fn)(void *priv, uint64_t group, uint64_t pos,
+				  uint64_t n),
+			void *priv)
+{
+	struct live_walk lw = { .fn = fn, .priv = priv };
+
+	return za_map_walk(v->map, 0, v->size_blocks, live_walk_one, &lw);
 }

@@ -13,8 +13,12 @@
  * (map.h) says where every block is: in a buffer, a data group or a
  * journal group.
  *
- * Crash recovery replays every stripe on the drives (za_volume_recover);
- * not here yet: checkpoints that bound that replay, garbage collection.
+ * Crash recovery (za_volume_recover) loads the latest complete checkpoint
+ * - the map and the unmap records still held by journal groups, written
+ * as metadata stripes of their own stream every so often and at a clean
+ * stop (za_volume_checkpoint) - and replays only the stripes written
+ * after it; without one it replays every stripe on the drives. Garbage
+ * collection reclaims overwritten space and superseded checkpoints.
  * Everything runs on the loop thread.
  */
 #ifndef ZA_VOLUME_H
@@ -32,6 +36,15 @@ struct za_volume_params {
 	struct za_engine *eng;
 	uint64_t size_bytes; /* multiple of 4096; 0: za_volume_default_size()
 			      * once the journal stream is added */
+	/*
+	 * Checkpoints: one after this many bytes of stripes written since
+	 * the last (0: an eighth of the volume, within 16 MiB..1 GiB, and at
+	 * least 64(p+1) times the last checkpoint's size; UINT64_MAX: only
+	 * when za_volume_checkpoint() asks).
+	 */
+	uint64_t ckpt_interval_bytes;
+	unsigned ckpt_window; /* checkpoint parts in flight; 0: 8 */
+	bool recover_full; /* recovery ignores checkpoints: replays all */
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -48,16 +61,19 @@ struct za_vol_req {
 	uint64_t off, len; /* a write held back until space is freed */
 	const void *buf;
 	bool fua;
+	uint8_t op; /* what was held back: write, trim, write zeroes */
 };
 
 /* Adds the journal stream to @eng. Returns 0 or -errno. */
 int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 		  struct za_volume **out);
 /*
- * Rebuild the map from the drives (za_engine_recover(): every stripe
- * replayed in sequence order, unmap records included) on a volume just
- * created over an engine that has not written anything yet. Synchronous.
- * Returns 0 or -errno.
+ * Rebuild the map from the drives on a volume just created over an engine
+ * that has not written anything yet: the latest complete and valid
+ * checkpoint (an older one, or none, when the newest is torn or does not
+ * check), then every stripe written after it in sequence order, unmap
+ * records included (za_engine_recover_from()). Synchronous. Returns 0 or
+ * -errno.
  */
 int za_volume_recover(struct za_volume *v);
 /*
@@ -87,6 +103,17 @@ void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 void za_volume_write_zeroes(struct za_volume *v, struct za_vol_req *r,
 			    uint64_t off, uint64_t len, bool fua);
 
+/*
+ * Call @fn for every extent of blocks the map places on the drives (data
+ * and journal groups): group id, first data block position in the group,
+ * count. What a rebuild needs to tell live stripes from dead ones; the
+ * answer is durable only once a flush started after the walk completes.
+ * Returns 0 or what @fn returned.
+ */
+int za_volume_walk_live(struct za_volume *v,
+			int (*fn)(void *priv, uint64_t group, uint64_t pos,
+				  uint64_t n),
+			void *priv);
 struct za_volume_stats {
 	uint64_t user_read_bytes, user_write_bytes;
 	uint64_t data_stripes, padded_stripes, journal_blocks;
@@ -94,6 +121,11 @@ struct za_volume_stats {
 	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
 	uint64_t map_extents, map_bytes;
 	uint64_t buffers; /* stripe buffers alive (in memory only) */
+	uint64_t checkpoints, checkpoint_failures; /* written, given up */
+	uint64_t checkpoint_seq; /* sequence number the live checkpoint
+				  * covers (loaded or written); 0: none */
+	uint64_t checkpoint_blocks; /* its parts */
+	uint64_t recovered_stripes; /* replayed by the last recovery */
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 
@@ -103,5 +135,16 @@ int za_volume_read_sync(struct za_volume *v, uint64_t off, uint64_t len,
 int za_volume_write_sync(struct za_volume *v, uint64_t off, uint64_t len,
 			 const void *buf, bool fua);
 int za_volume_flush_sync(struct za_volume *v);
+
+/*
+ * Write a checkpoint covering everything acknowledged before the call (it
+ * flushes first), so that recovery replays nothing older; a clean stop
+ * calls it. done(0) once the checkpoint is complete on the drives (at
+ * once if nothing was written since the last one), -EIO after a write
+ * that could not be made durable, -ENOSPC or another error when it could
+ * not be written (the previous checkpoint stays in use).
+ */
+void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r);
+int za_volume_checkpoint_sync(struct za_volume *v);
 
 #endif /* ZA_VOLUME_H */

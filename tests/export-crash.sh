@@ -19,12 +19,9 @@
 # writes and no flush, in the middle of one with flushes among its writes,
 # or while it is starting up (recovering). On every other iteration, every
 # drive is also power-cut (`zarray emu powercut`) while no one uses it.
-# After each SIGKILL the drive files are cleared past each zone's write
-# pointer: a workaround for a bug of the emulated drive (data past the
-# write pointer after a SIGKILL during a write; see past_wp_cleared()).
+# The drive files are left exactly as the killed daemon left them.
 # ZA_CRASH_SEED replays a run's choices (not its timing), ZA_CRASH_KEEP=DIR
-# keeps the drives and the log of a failed run there, ZA_CRASH_EMU_AS_IS=1
-# turns the workaround off.
+# keeps the drives and the log of a failed run there.
 # Skips (77) only if qemu-io or nbdcopy is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -65,7 +62,7 @@ echo "# seed $SEED (ZA_CRASH_SEED=$SEED to replay), $ITERATIONS iterations"
 
 python3 - "$ZARRAYD" "$ZARRAY" "$SOCK" "$RUN" "$STATE" "$DLOG" "$PIDFILE" \
 	"$ITERATIONS" "$SEED" <<'EOF' || fail "crash loop failed (seed $SEED)"
-import ctypes, os, random, signal, struct, subprocess, sys, time
+import os, random, signal, subprocess, sys, time
 
 (zarrayd, zarray, sock, run, state, dlog, pidfile, iters, seed) = sys.argv[1:]
 iters, seed = int(iters), int(seed)
@@ -77,10 +74,6 @@ HOT = (8 << 20) // BLK
 URI = "nbd+unix:///t?socket=%s/t.nbd" % run
 DRIVES = sorted("d%d.img" % i for i in range(8))
 T = 60  # seconds any one client may take before it is a stall
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
-                           ctypes.c_long]
 
 def die(msg):
     print("FAIL: " + msg, file=sys.stderr)
@@ -139,40 +132,9 @@ def start():
         f.write("%d\n" % daemon.pid)
     return time.monotonic()
 
-def past_wp_cleared():
-    """
-    Work around a bug of the emulated drive (src/dev-emu.c): it pwrite()s
-    a write's data before it stores the new write pointer, so a SIGKILL
-    taken on return from that pwrite leaves data past the persisted write
-    pointer, and a later zone FINISH (recovery finishes partly written
-    zones) makes it readable, as no real drive would. Punch every
-    sequential zone's file range past its write pointer, as the drive
-    would read it. ZA_CRASH_EMU_AS_IS=1 leaves the drives as they are.
-    """
-    if os.environ.get("ZA_CRASH_EMU_AS_IS") == "1":
-        return
-    for d in DRIVES:
-        fd = os.open(d, os.O_RDWR)
-        try:
-            h = os.pread(fd, 4096, 0)
-            zsize, = struct.unpack_from("<Q", h, 32)
-            nz, nconv = struct.unpack_from("<II", h, 48)
-            data_off, = struct.unpack_from("<Q", h, 136)
-            zt = os.pread(fd, 32 * nz, 4096)
-            for z in range(nconv, nz):
-                wp, = struct.unpack_from("<Q", zt, 32 * z)
-                if wp < zsize and libc.fallocate(
-                        fd, 3, ctypes.c_long(data_off + z * zsize + wp),
-                        ctypes.c_long(zsize - wp)) != 0:
-                    die("%s: punching zone %d past its write pointer "
-                        "failed" % (d, z))
-        finally:
-            os.close(fd)
-
 def kill():
     daemon.send_signal(signal.SIGKILL)
     daemon.wait()
-    past_wp_cleared()
 
 def wait_export(t0):
     """Until nbdinfo answers on the export; returns the seconds taken."""

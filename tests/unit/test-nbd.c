@@ -15,7 +15,8 @@
  * disconnects and server teardown with commands still at the backend
  * (run under the sanitizers tier); DISC drains; shutdown answers
  * ESHUTDOWN; the connection cap, the handshake timeout, TCP and Unix
- * listeners.
+ * listeners; a read budget that runs out on the recv() completing a
+ * pipelined WRITE's payload still answers it.
  */
 #include <check.h>
 
@@ -1698,6 +1699,140 @@ START_TEST(test_params)
 }
 END_TEST
 
+/*
+ * Regression: the server could leave a WRITE whose payload it had read
+ * completely unprocessed when its read budget ran out (src/nbd.c,
+ * conn_read_cb(): NBD_READ_BUDGET recv() calls per wake-up). A payload of
+ * 64 KiB or more is received straight into its buffer; when the last
+ * recv() of a wake-up completed such a payload and no input was left
+ * buffered, nothing came back to it: no new socket event arrives while
+ * the client waits for the reply.
+ *
+ * Deterministic through a SOCK_SEQPACKET socketpair, where one recv()
+ * returns one packet: @_i + 1 packets each holding one pipelined 4 KiB
+ * WRITE (the last one also the header of a 64 KiB WRITE), then that
+ * payload in one packet, all queued before the server reads anything.
+ * One run (@_i + 2 == the budget) ends its budget on exactly the recv()
+ * that completes the big payload; every run must see every write
+ * answered and stored. Failed before the fix for @_i = 14.
+ */
+#define SP_Q_BYTES (256u << 10)
+static uint8_t sp_q[SP_Q_BYTES];
+static size_t sp_qlen;
+
+/* @len bytes from a SEQPACKET socket, whatever its packets' sizes. */
+static void sp_recv_all(int fd, void *buf, size_t len)
+{
+	uint64_t deadline = za_io_now_ns() + 2000000000ull;
+
+	while (sp_qlen < len) {
+		ssize_t n = recv(fd, sp_q + sp_qlen, SP_Q_BYTES - sp_qlen, 0);
+
+		if (n > 0) {
+			sp_qlen += (size_t)n;
+			continue;
+		}
+		ck_assert_msg(n < 0 && errno == EAGAIN, "recv: %s",
+			      n ? strerror(errno) : "EOF");
+		ck_assert_msg(za_io_now_ns() < deadline,
+			      "no answer: %zu of %zu bytes", sp_qlen, len);
+		pump_ms(1);
+	}
+	memcpy(buf, sp_q, len);
+	memmove(sp_q, sp_q + len, sp_qlen - len);
+	sp_qlen -= len;
+}
+
+/* One packet, whole, without running the server's loop. */
+static void sp_send(int fd, const void *buf, size_t len)
+{
+	ck_assert_int_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void sp_hdr(uint8_t *h, uint64_t cookie, uint64_t off, uint32_t len)
+{
+	pb32(h, REQ_MAGIC);
+	pb16(h + 4, 0);
+	pb16(h + 6, CMD_WRITE);
+	pb64(h + 8, cookie);
+	pb64(h + 16, off);
+	pb32(h + 24, len);
+}
+
+START_TEST(test_budget_ends_on_payload)
+{
+	const unsigned small = (unsigned)_i + 1;
+	const uint32_t big = 64u << 10;
+	uint8_t *pkt = malloc(28 + BLK + 28), *bigbuf = malloc(big), g[18];
+	bool answered[64] = { false };
+	int sv[2], fd, sz = 4 << 20;
+	unsigned i;
+
+	ck_assert_ptr_nonnull(pkt);
+	ck_assert_ptr_nonnull(bigbuf);
+	env_start();
+	tb.mode = TB_NOW;
+	sp_qlen = 0;
+	ck_assert_int_eq(
+		socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	fd = sv[1];
+	nonblock(fd);
+	/* Room for every packet at once (best effort without privilege). */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	ck_assert_int_eq(za_nbd_server_adopt(srv, sv[0]), 0);
+	/* Handshake, the oldest way: one reply, no option replies. */
+	sp_recv_all(fd, g, sizeof(g));
+	ck_assert_uint_eq(gb64(g + 8), IHAVEOPT);
+	pb32(pkt, C_FIXED | C_NO_ZEROES);
+	sp_send(fd, pkt, 4);
+	pb64(pkt, IHAVEOPT);
+	pb32(pkt + 8, OPT_EXPORT_NAME);
+	pb32(pkt + 12, 0);
+	sp_send(fd, pkt, 16);
+	sp_recv_all(fd, pkt, 10);
+	ck_assert_uint_eq(gb64(pkt), TB_SIZE);
+	pump_ms(5); /* the server reads nothing more until all is queued */
+
+	for (i = 0; i < small; i++) {
+		size_t len = 28 + BLK;
+
+		sp_hdr(pkt, 1 + i, (uint64_t)i * BLK, BLK);
+		memset(pkt + 28, 0x40 + (int)i, BLK);
+		if (i == small - 1) {
+			sp_hdr(pkt + len, 1000, TB_SIZE - big, big);
+			len += 28;
+		}
+		sp_send(fd, pkt, len);
+	}
+	memset(bigbuf, 0xb1, big);
+	sp_send(fd, bigbuf, big);
+
+	for (i = 0; i <= small; i++) {
+		uint64_t cookie;
+		uint8_t h[16];
+
+		sp_recv_all(fd, h, sizeof(h));
+		ck_assert_uint_eq(gb32(h), REPLY_MAGIC);
+		ck_assert_uint_eq(gb32(h + 4), 0);
+		cookie = gb64(h + 8);
+		ck_assert(cookie == 1000 || (cookie >= 1 && cookie <= small));
+		cookie = cookie == 1000 ? 0 : cookie;
+		ck_assert_msg(!answered[cookie], "a reply came twice");
+		answered[cookie] = true;
+	}
+	for (i = 0; i < small; i++) {
+		memset(pkt, 0x40 + (int)i, BLK);
+		ck_assert_mem_eq(tb.data + (uint64_t)i * BLK, pkt, BLK);
+	}
+	ck_assert_mem_eq(tb.data + TB_SIZE - big, bigbuf, big);
+	close(fd);
+	free(pkt);
+	free(bigbuf);
+	env_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nbd");
@@ -1727,6 +1862,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_commands, 0,
 			    (int)(sizeof(modes) / sizeof(modes[0])));
 	tcase_add_test(tc, test_out_of_order);
+	tcase_add_loop_test(tc, test_budget_ends_on_payload, 0, 24);
 	tcase_add_loop_test(tc, test_request_checks, 0, NR_BAD_REQS);
 	tcase_add_test(tc, test_payload_limit);
 	tcase_add_test(tc, test_bad_magic);

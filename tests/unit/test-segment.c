@@ -755,6 +755,363 @@ START_TEST(test_journal_stream)
 END_TEST
 
 /* Stripe header codec: round trip and hostile input. */
+/* ---- rebuild ---- */
+
+/* Close the engine and the drives, reopen them and recover (a restart). */
+static unsigned rec_count;
+
+static int rec_cb(void *priv, const struct za_recovered_stripe *rs)
+{
+	(void)priv;
+	(void)rs;
+	rec_count++;
+	return 0;
+}
+
+static void tarr_restart(struct tarr *t)
+{
+	unsigned i;
+
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	za_engine_free(t->e);
+	for (i = 0; i < t->n; i++) {
+		char path[300];
+		struct za_dev *inner;
+
+		za_dev_close(t->devs[i]);
+		snprintf(path, sizeof(path), "%s/d%03u", t->dir, i);
+		ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
+		ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
+	}
+	ck_assert_int_eq(za_engine_new(t->io, &t->prm, &t->e), 0);
+	rec_count = 0;
+	ck_assert_int_eq(za_engine_recover(t->e, rec_cb, NULL), 0);
+}
+
+struct rb_sync {
+	bool done;
+	int result;
+	unsigned hold_after; /* may_start says no after this many */
+	unsigned started;
+};
+
+static bool rb_may(struct za_col_rebuild *cr, uint64_t bytes)
+{
+	struct rb_sync *rs = cr->priv;
+
+	(void)bytes;
+	if (rs->hold_after && rs->started >= rs->hold_after)
+		return false;
+	rs->started++;
+	return true;
+}
+
+static void rb_done(struct za_col_rebuild *cr, int result)
+{
+	struct rb_sync *rs = cr->priv;
+
+	rs->done = true;
+	rs->result = result;
+}
+
+/* Is stripe @idx of segment @seg live (some wrec there and not dead)? */
+static bool wrec_live(const struct wrec *w, const bool *dead, unsigned n,
+		      uint64_t seg, uint32_t idx)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		if (w[i].seg_id == seg && w[i].stripe_idx == idx)
+			return !dead[i];
+	return false;
+}
+
+/* Rebuild every degraded segment; returns the live stripes rebuilt. */
+static unsigned rebuild_all(struct tarr *t, const struct wrec *w,
+			    const bool *dead, unsigned n)
+{
+	const struct za_stripe_layout *l = za_engine_layout(t->e);
+	struct za_engine_degraded d[512];
+	size_t nd, i;
+	unsigned total = 0;
+
+	nd = za_engine_degraded(t->e, d, 512);
+	ck_assert_uint_le(nd, 512);
+	for (i = 0; i < nd; i++) {
+		uint64_t live[8] = { 0 };
+		uint32_t s, last = 0;
+		unsigned c;
+		bool any = false;
+
+		ck_assert(!d[i].busy);
+		ck_assert_uint_le(d[i].nr_written, 512);
+		for (s = 0; s < d[i].nr_written; s++)
+			if (wrec_live(w, dead, n, d[i].seg_id, s)) {
+				live[s / 64] |= 1ull << (s % 64);
+				last = s;
+				any = true;
+			}
+		if (!any) {
+			ck_assert_int_eq(za_engine_seg_mark_dead(
+						 t->e, d[i].seg_id, d[i].todo),
+					 0);
+			continue;
+		}
+		for (c = 0; c < 64; c++) {
+			struct za_col_rebuild cr = { 0 };
+			struct rb_sync rs = { 0 };
+
+			if (!(d[i].todo & (1ull << c)))
+				continue;
+			cr.seg_id = d[i].seg_id;
+			cr.col = c;
+			cr.nr_stripes = last + 1;
+			cr.live = live;
+			cr.window = 1 + (unsigned)(rnd() % 5);
+			cr.move = !(d[i].lost_cols & (1ull << c));
+			cr.may_start = rb_may;
+			cr.done = rb_done;
+			cr.priv = &rs;
+			ck_assert_int_eq(za_engine_col_rebuild(t->e, &cr), 0);
+			while (!rs.done)
+				za_io_run_once(t->io);
+			ck_assert_int_eq(rs.result, 0);
+			ck_assert_uint_eq(cr.rebuilt + cr.copied + cr.holes,
+					  last + 1);
+			/* A lost column's live stripes read exactly k
+			 * columns, a moved one's one; dead ones none. */
+			ck_assert_uint_eq(
+				cr.read_bytes,
+				((uint64_t)cr.rebuilt * l->k + cr.copied) *
+					l->slot_bytes);
+			ck_assert(cr.move || !cr.copied);
+			total += cr.rebuilt + cr.copied;
+		}
+	}
+	return total;
+}
+
+static const struct rgeo {
+	unsigned k, p, n;
+	uint32_t chunk;
+	unsigned rows;
+} rgeos[] = {
+	{ 2, 1, 6, 4096, 1 },  { 4, 2, 12, 8192, 2 }, { 3, 3, 10, 4096, 4 },
+	{ 8, 2, 14, 4096, 2 }, { 1, 2, 7, 4096, 1 },
+};
+
+/*
+ * Fail a member, rebuild every degraded segment's live stripes (dead
+ * ones become holes, never read), then lose p more members: all live
+ * data still reads back, before and after a restart (recovery finds the
+ * moved columns), and nothing is left to rebuild but dead segments.
+ */
+START_TEST(test_rebuild)
+{
+	const struct rgeo *g = &rgeos[_i];
+	struct tarr t;
+	struct wrec w[160];
+	bool dead[160];
+	unsigned i, n = 0, x, lost = 0, total;
+	struct za_seg_info si;
+
+	rng = 0x5eed0000ull + _i;
+	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, 8, 2);
+	for (i = 0; i < 160; i++) {
+		const struct za_stripe_layout *l = za_engine_layout(t.e);
+
+		if (write_one(&t, &w[n],
+			      1 + (uint32_t)(rnd() % l->data_blocks)))
+			break;
+		dead[n] = rnd() % 4 == 0;
+		n++;
+	}
+	ck_assert_uint_gt(n, 40);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[0];
+	za_engine_member_fail(t.e, x, -EIO);
+	t.states[x] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t.e)) /* its group's zones are finished */
+		za_io_run_once(t.io);
+	total = rebuild_all(&t, w, dead, n);
+	ck_assert_uint_gt(total, 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	ck_assert_uint_eq(za_engine_member_refs(t.e, x), 0);
+	/* p more failures: the moved columns make up for x. */
+	for (i = 0; lost < g->p && i < t.n; i++)
+		if (i != x && rnd() % 2) {
+			za_engine_member_fail(t.e, i, -EIO);
+			t.states[i] = ZA_MEMBER_FAILED;
+			lost++;
+		}
+	for (i = 0; lost < g->p && i < t.n; i++)
+		if (t.states[i] == ZA_MEMBER_ONLINE) {
+			za_engine_member_fail(t.e, i, -EIO);
+			t.states[i] = ZA_MEMBER_FAILED;
+			lost++;
+		}
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_restart(&t);
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * Drain a member (remove): its columns are copied off it (one read per
+ * live stripe), new segments avoid it, and afterwards it can vanish
+ * together with p others and every live block still reads back.
+ */
+START_TEST(test_drain)
+{
+	struct tarr t;
+	struct wrec w[120];
+	bool dead[120];
+	struct za_seg_info si;
+	unsigned i, n = 0, x, lost = 0;
+
+	rng = 0xd7a1ull;
+	tarr_make(&t, 10, 3, 2, 4096, 2, 8, 2);
+	for (i = 0; i < 120; i++) {
+		if (write_one(&t, &w[n], 1 + (uint32_t)(rnd() % 6)))
+			break;
+		dead[n] = rnd() % 3 == 0;
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[n / 2].seg_id, &si), 0);
+	x = si.members[2];
+	ck_assert_int_eq(za_engine_member_drain(t.e, x), 0);
+	ck_assert_int_eq(za_engine_member_drain(t.e, x), -EINVAL);
+	t.states[x] = ZA_MEMBER_DRAINING;
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	ck_assert_int_eq(za_engine_member_retire(t.e, x), 0);
+	/* New writes avoid it. */
+	for (i = 0; i < 10; i++) {
+		struct wrec nw;
+		unsigned c;
+
+		ck_assert_int_eq(write_one(&t, &nw, 4), 0);
+		ck_assert_int_eq(za_engine_seg_info(t.e, nw.seg_id, &si), 0);
+		for (c = 0; c < 5; c++)
+			ck_assert_uint_ne(si.members[c], x);
+	}
+	za_fault_fail(t.devs[x]);
+	t.states[x] = ZA_MEMBER_REMOVED;
+	for (i = 0; lost < 2 && i < t.n; i++)
+		if (i != x) {
+			za_engine_member_fail(t.e, i, -EIO);
+			t.states[i] = ZA_MEMBER_FAILED;
+			lost++;
+		}
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_restart(&t);
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * A rebuild interrupted half way (the replacement drive vanishes while it
+ * is paused) leaves a partial copy: a restart drops it, the column is
+ * lost again, and a second rebuild finishes the job.
+ */
+START_TEST(test_rebuild_interrupted)
+{
+	struct tarr t;
+	struct wrec w[60];
+	bool dead[60] = { 0 };
+	struct za_engine_degraded d[64];
+	struct za_col_rebuild cr = { 0 };
+	struct rb_sync rs = { .hold_after = 2 };
+	uint64_t live[8] = { 0 };
+	struct za_seg_info si;
+	unsigned i, n = 0, x, y;
+	size_t nd;
+
+	rng = 0xabcdefull;
+	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
+	for (i = 0; i < 60; i++) {
+		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
+			break;
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[1];
+	za_engine_member_fail(t.e, x, -EIO);
+	t.states[x] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t.e)) /* its group's zones are finished */
+		za_io_run_once(t.io);
+	nd = za_engine_degraded(t.e, d, 64);
+	ck_assert_uint_gt(nd, 0);
+	ck_assert_uint_ge(d[0].nr_written, 4);
+	for (i = 0; i < d[0].nr_written; i++)
+		live[i / 64] |= 1ull << (i % 64);
+	cr.seg_id = d[0].seg_id;
+	cr.col = (unsigned)__builtin_ctzll(d[0].todo);
+	cr.nr_stripes = d[0].nr_written;
+	cr.live = live;
+	cr.window = 1;
+	cr.may_start = rb_may;
+	cr.done = rb_done;
+	cr.priv = &rs;
+	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
+	y = cr.member;
+	for (i = 0; i < 1000 && cr.written_bytes < 2 * 4096 * 2; i++)
+		za_io_run_once(t.io);
+	ck_assert(!rs.done);
+	/* The replacement vanishes; the copy cannot be reset. */
+	za_fault_fail(t.devs[y]);
+	za_engine_col_rebuild_abort(t.e, &cr);
+	while (!rs.done)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rs.result, -ECANCELED);
+	/* Restart with y back: its partial copy must be dropped. */
+	tarr_restart(&t);
+	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
+	ck_assert_uint_eq(si.members[cr.col], x);
+	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 0);
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	/* Fail two more: everything still reads, before and after restart. */
+	for (i = 0; i < t.n; i++)
+		if (i != x && i != (unsigned)(x + 1) % t.n &&
+		    i != (unsigned)(x + 2) % t.n)
+			continue;
+		else if (i != x) {
+			za_engine_member_fail(t.e, i, -EIO);
+			t.states[i] = ZA_MEMBER_FAILED;
+		}
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_restart(&t);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_free(&t);
+}
+END_TEST
+
 START_TEST(test_header_codec)
 {
 	uint8_t blk[4096] __attribute__((aligned(8)));
@@ -848,6 +1205,10 @@ int main(void)
 	tcase_add_test(tc, test_mixed_sizes_fill);
 	tcase_add_test(tc, test_zone_limits);
 	tcase_add_test(tc, test_journal_stream);
+	tcase_add_loop_test(tc, test_rebuild, 0,
+			    sizeof(rgeos) / sizeof(rgeos[0]));
+	tcase_add_test(tc, test_rebuild_interrupted);
+	tcase_add_test(tc, test_drain);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }

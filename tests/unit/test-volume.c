@@ -7,15 +7,21 @@
  * byte instead of padded stripes; a partly filled buffer padded when that
  * is cheaper; everything flushed surviving a power cut of every drive
  * (read back from the drives); a sequential fill leaving one map extent
- * per group.
+ * per group. Checkpoints: recovery replays only what follows the latest
+ * one, a torn one falls back to the one before, crashes at many points
+ * (processes killed at crash points) against a model, superseded ones
+ * reclaimed by GC, trims kept across checkpoints and GC.
  */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "dev-emu.h"
 #include "crc.h"
 #include "dev.h"
@@ -40,6 +46,9 @@ struct tvol {
 	struct za_uuid uuid;
 	uint64_t drive_bytes; /* 0: 64 MiB */
 	uint64_t vol_blocks; /* 0: VOL_BLOCKS; UINT64_MAX: 85% of capacity */
+	uint64_t ckpt_interval; /* za_volume_params.ckpt_interval_bytes */
+	unsigned ckpt_window;
+	bool recover_full;
 };
 
 static void tvol_start(struct tvol *t, bool recover);
@@ -155,6 +164,9 @@ static void tvol_start(struct tvol *t, bool recover)
 	if (t->vol_blocks == UINT64_MAX)
 		t->vol_blocks = za_volume_default_size(t->e) / 4096;
 	vp.size_bytes = t->vol_blocks * 4096;
+	vp.ckpt_interval_bytes = t->ckpt_interval;
+	vp.ckpt_window = t->ckpt_window;
+	vp.recover_full = t->recover_full;
 	ck_assert_int_eq(za_volume_new(t->io, &vp, &t->v), 0);
 	if (recover)
 		ck_assert_int_eq(za_volume_recover(t->v), 0);
@@ -555,6 +567,453 @@ START_TEST(test_sequential_fill_map_extents)
 }
 END_TEST
 
+/* ---- checkpoints ---- */
+
+/* The engine stream of checkpoint parts: data 0, journal 1, then this. */
+#define CKPT_STREAM 2u
+
+/* Let go of volume, engine and drives, files kept, as an exit would. */
+static void tvol_close(struct tvol *t)
+{
+	unsigned i;
+
+	while (za_volume_busy(t->v) || za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	za_volume_free(t->v);
+	za_engine_free(t->e);
+	t->v = NULL;
+	t->e = NULL;
+	for (i = 0; i < N; i++) {
+		if (t->devs[i])
+			za_dev_close(t->devs[i]);
+		t->devs[i] = NULL;
+	}
+}
+
+/* Open the drives again (after a power cut, if asked) and recover. */
+static void tvol_open(struct tvol *t, bool power_cut)
+{
+	char path[300];
+	unsigned i;
+
+	for (i = 0; i < N; i++) {
+		snprintf(path, sizeof(path), "%s/d%u", t->dir, i);
+		ck_assert_int_eq(za_dev_open(t->io, path, 0, &t->devs[i]), 0);
+		if (power_cut)
+			ck_assert_int_eq(za_dev_power_cut(t->devs[i]), 0);
+	}
+	tvol_start(t, true);
+}
+
+/*
+ * Run @fn in a child process over the volume's drives with crash point
+ * @spec armed, and return its exit status: ZA_CRASH_EXIT when it died
+ * there (as if SIGKILLed: what it wrote stays in the drive files, caches
+ * included), 0 when it ran to the end. The parent's volume is closed
+ * first; the caller opens it again. The child has a loop of its own.
+ */
+static int run_child(struct tvol *t, const char *spec,
+		     void (*fn)(struct tvol *t, void *arg), void *arg)
+{
+	pid_t pid;
+	int status;
+
+	tvol_close(t);
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (za_io_new(NULL, &t->io))
+			_exit(2);
+		tvol_open(t, false);
+		if (za_crash_arm(spec))
+			_exit(3);
+		fn(t, arg);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status), "the child was killed by signal %d",
+		      WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	return WEXITSTATUS(status);
+}
+
+static uint64_t stripes_written(struct tvol *t)
+{
+	struct za_volume_stats st;
+
+	za_volume_get_stats(t->v, &st);
+	return st.data_stripes + st.journal_blocks;
+}
+
+/*
+ * After a checkpoint, recovery replays exactly the stripes written after
+ * it; a checkpoint at a clean stop leaves nothing to replay; a full
+ * replay (checkpoints ignored) reads the same data back.
+ */
+START_TEST(test_checkpoint_bounds_replay)
+{
+	struct za_volume_stats st;
+	uint64_t seq, before, after, all;
+	struct tvol t;
+	unsigned i;
+
+	rng = 600 + (uint64_t)_i;
+	tvol_make(&t, 4, 2);
+	t.ckpt_interval = UINT64_MAX; /* only when asked */
+	tvol_close(&t);
+	tvol_open(&t, false);
+	for (i = 0; i < 300; i++) {
+		uint64_t n = 1 + rnd() % 40, a = rnd() % (VOL_BLOCKS - n);
+
+		if (i % 25 == 7) {
+			ck_assert_int_eq(unmap_sync(&t, a, n, i & 1), 0);
+			memset(t.model + a * 4096, 0, n * 4096);
+		} else {
+			write_rand(&t, a, n, false);
+		}
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	all = stripes_written(&t);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoints, 1);
+	ck_assert_uint_gt(st.checkpoint_blocks, 0);
+	seq = st.checkpoint_seq;
+	ck_assert_uint_gt(seq, 0);
+	/* Nothing written since: no second checkpoint. */
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoints, 1);
+	before = stripes_written(&t);
+	for (i = 0; i < 12 + (unsigned)_i * 20; i++) {
+		uint64_t n = 1 + rnd() % 20, a = rnd() % (VOL_BLOCKS - n);
+
+		write_rand(&t, a, n, i % 5 == 0);
+	}
+	ck_assert_int_eq(unmap_sync(&t, 10, 30, false), 0);
+	memset(t.model + 10 * 4096, 0, 30 * 4096);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	after = stripes_written(&t) - before;
+	all += after;
+	ck_assert_uint_gt(after, 0);
+
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, seq);
+	ck_assert_uint_eq(st.recovered_stripes, after);
+	check_range(&t, 0, VOL_BLOCKS);
+
+	/* Everything, checkpoints ignored: the same data. */
+	t.recover_full = true;
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, 0);
+	ck_assert_uint_ge(st.recovered_stripes, all);
+	check_range(&t, 0, VOL_BLOCKS);
+
+	/* A clean stop writes one: the next start replays nothing. */
+	t.recover_full = false;
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	seq = st.checkpoint_seq;
+	ck_assert_uint_eq(st.checkpoints, 1);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, seq);
+	ck_assert_uint_eq(st.recovered_stripes, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
+static void child_checkpoint(struct tvol *t, void *arg)
+{
+	(void)arg;
+	za_volume_checkpoint_sync(t->v);
+}
+
+/*
+ * A process killed between two parts of a checkpoint (one part in flight
+ * at a time) leaves it torn: recovery uses the previous one and replays
+ * everything after it, with or without a power cut on top; the next
+ * checkpoint does not reuse the torn one's id.
+ */
+START_TEST(test_checkpoint_torn_falls_back)
+{
+	struct za_volume_stats st;
+	uint64_t c1, before, after, c3;
+	struct tvol t;
+	unsigned i;
+
+	rng = 700 + (uint64_t)_i;
+	tvol_make(&t, 4, 2);
+	t.ckpt_interval = UINT64_MAX;
+	t.ckpt_window = 1;
+	tvol_close(&t);
+	tvol_open(&t, false);
+	/* Single blocks all over: hundreds of extents, several parts. */
+	for (i = 0; i < 700; i++)
+		write_rand(&t, rnd() % VOL_BLOCKS, 1, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	c1 = st.checkpoint_seq;
+	ck_assert_uint_ge(st.checkpoint_blocks, 3);
+	before = stripes_written(&t);
+	for (i = 0; i < 100; i++)
+		write_rand(&t, rnd() % (VOL_BLOCKS - 4), 1 + rnd() % 4, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	after = stripes_written(&t) - before;
+
+	/* Dies once the second part of the next checkpoint is written. */
+	ck_assert_int_eq(run_child(&t, "checkpoint:2", child_checkpoint, NULL),
+			 ZA_CRASH_EXIT);
+	tvol_open(&t, _i == 1);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, c1);
+	ck_assert_uint_eq(st.recovered_stripes, after);
+	check_range(&t, 0, VOL_BLOCKS);
+
+	/* The volume goes on; its next checkpoint is the one recovery uses. */
+	for (i = 0; i < 50; i++)
+		write_rand(&t, rnd() % (VOL_BLOCKS - 4), 1 + rnd() % 4, false);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	c3 = st.checkpoint_seq;
+	ck_assert_uint_gt(c3, c1);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, c3);
+	ck_assert_uint_eq(st.recovered_stripes, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
+/* What a child working until it is killed shares with the parent. */
+struct crash_shared {
+	struct versions vs;
+	uint64_t ckpt_seq; /* latest complete checkpoint the child saw */
+	uint64_t checkpoints;
+};
+
+static void child_workload(struct tvol *t, void *arg)
+{
+	struct crash_shared *sh = arg;
+	struct za_volume_stats st;
+	int op;
+
+	for (op = 0; op < 400; op++) {
+		uint64_t a = rnd() % VOL_BLOCKS;
+		uint64_t n = 1 + rnd() % (rnd() % 6 ? 8 : 90);
+		unsigned what = (unsigned)(rnd() % 14);
+
+		if (a + n > VOL_BLOCKS)
+			n = VOL_BLOCKS - a;
+		/* The new version is possible from the moment it is asked
+		 * for: the child may die in the middle of the request. */
+		if (what == 0) {
+			memset(t->model + a * 4096, 0, n * 4096);
+			versions_add(&sh->vs, t->model, a, n);
+			unmap_sync(t, a, n, rnd() & 1);
+		} else {
+			uint8_t *buf = ablk(n);
+			uint64_t i;
+
+			for (i = 0; i < n * 4096 / 8; i++)
+				((uint64_t *)buf)[i] = rnd();
+			memcpy(t->model + a * 4096, buf, n * 4096);
+			versions_add(&sh->vs, t->model, a, n);
+			za_volume_write_sync(t->v, a * 4096, n * 4096, buf,
+					     what == 1);
+			free(buf);
+		}
+		if (op % 40 == 39 && !za_volume_flush_sync(t->v))
+			versions_reset(&sh->vs, t->model);
+		za_volume_get_stats(t->v, &st);
+		sh->ckpt_seq = st.checkpoint_seq;
+		sh->checkpoints = st.checkpoints;
+	}
+}
+
+/*
+ * Crashes at many points while checkpoints are written every few
+ * stripes: a process killed at the Nth checkpoint part, stripe
+ * completion or journal append (a power cut on top in odd runs); every
+ * block then reads back as at the last flush or as a version written
+ * since, recovery used a checkpoint at least as new as the last complete
+ * one, and the recovered volume writes, checkpoints and recovers again.
+ */
+START_TEST(test_checkpoint_crash_points)
+{
+	static const struct {
+		const char *name;
+		unsigned range;
+	} points[] = {
+		{ "checkpoint", 120 },
+		{ "stripe-complete", 300 },
+		{ "checkpoint", 40 },
+		{ "journal-append", 30 },
+	};
+	struct crash_shared *sh;
+	struct za_volume_stats st;
+	struct tvol t;
+	char spec[64];
+	uint8_t *buf;
+	uint64_t lba, bad = 0;
+	int rc;
+
+	rng = 800 + (uint64_t)_i * 7919;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(sh, MAP_FAILED);
+	tvol_make(&t, 4, 2);
+	t.ckpt_interval = 64 * 4096; /* every few stripes */
+	t.ckpt_window = 1 + (unsigned)_i % 3;
+	versions_reset(&sh->vs, t.model);
+	snprintf(spec, sizeof(spec), "%s:%u", points[_i % 4].name,
+		 1 + (unsigned)(rnd() % points[_i % 4].range));
+	rc = run_child(&t, spec, child_workload, sh);
+	ck_assert_msg(rc == 0 || rc == ZA_CRASH_EXIT,
+		      "%s: the child exited with %d", spec, rc);
+	if (rc == 0) /* ran to the end: checkpoints were written */
+		ck_assert_uint_gt(sh->checkpoints, 0);
+	tvol_open(&t, _i & 1);
+	buf = ablk(VOL_BLOCKS);
+	ck_assert_int_eq(za_volume_read_sync(t.v, 0,
+					     (uint64_t)VOL_BLOCKS * 4096, buf),
+			 0);
+	for (lba = 0; lba < VOL_BLOCKS; lba++)
+		bad += !versions_ok(&sh->vs, lba, buf + lba * 4096);
+	ck_assert_msg(bad == 0,
+		      "%s: %llu blocks hold a version never written "
+		      "or overwritten before a flush",
+		      spec, (unsigned long long)bad);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_msg(st.checkpoint_seq >= sh->ckpt_seq,
+		      "%s: recovered from sequence %llu, but checkpoint %llu "
+		      "was complete",
+		      spec, (unsigned long long)st.checkpoint_seq,
+		      (unsigned long long)sh->ckpt_seq);
+	/* What was read is the truth; the volume goes on from there. */
+	memcpy(t.model, buf, (size_t)VOL_BLOCKS * 4096);
+	for (lba = 0; lba < 100; lba++)
+		write_rand(&t, rnd() % (VOL_BLOCKS - 8), 1 + rnd() % 8,
+			   lba % 9 == 0);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	write_rand(&t, 0, 20, true);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	free(buf);
+	munmap(sh, sizeof(*sh));
+	tvol_free(&t);
+}
+END_TEST
+
+/* Groups of the checkpoint stream that exist now, into @ids; count. */
+static unsigned ckpt_groups(struct tvol *t, uint64_t *ids, unsigned max)
+{
+	static uint64_t all[4096];
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	unsigned n, i, k = 0;
+
+	ck_assert_ptr_nonnull(gi);
+	n = za_engine_groups(t->e, all, 4096);
+	ck_assert_uint_le(n, 4096);
+	for (i = 0; i < n; i++)
+		if (!za_engine_group_info(t->e, all[i], gi) &&
+		    gi->stream == CKPT_STREAM && k < max)
+			ids[k++] = all[i];
+	free(gi);
+	return k;
+}
+
+/*
+ * GC and checkpoints: a default-size volume overwritten with checkpoints
+ * every few stripes. Groups holding only superseded checkpoints are
+ * reclaimed; the live one survives GC and a crash; trims survive too,
+ * also when GC took the journal groups whose unmap records the
+ * checkpoint carried and recovery then ignores checkpoints (a full
+ * replay must not bring trimmed data back).
+ */
+START_TEST(test_gc_reclaims_checkpoints)
+{
+	static uint64_t seen[512], now[64];
+	struct za_volume_stats st;
+	unsigned nseen = 0, nnow, i, j, gone = 0;
+	uint64_t vb, lba, written = 0, fill, seq;
+	struct tvol t;
+	int phase;
+
+	rng = 4343;
+	tvol_make_sized(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	t.ckpt_interval = 128 << 10;
+	tvol_close(&t);
+	tvol_open(&t, false);
+	vb = t.vol_blocks;
+	fill = vb * 80 / 100;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	for (phase = 0; phase < 2; phase++) {
+		written = 0;
+		while (written < 3 * fill) {
+			uint64_t n = 1 + rnd() % 16;
+			uint64_t a = rnd() % (fill - n);
+			unsigned what = (unsigned)(rnd() % 30);
+
+			if (what == 0) {
+				ck_assert_int_eq(
+					unmap_sync(&t, a, n, rnd() & 1), 0);
+				memset(t.model + a * 4096, 0, n * 4096);
+			} else {
+				write_rand(&t, a, n, false);
+				if (what < 3)
+					ck_assert_int_eq(
+						za_volume_flush_sync(t.v), 0);
+			}
+			written += n;
+			nnow = ckpt_groups(&t, now, 64);
+			for (i = 0; i < nnow; i++) {
+				for (j = 0; j < nseen && seen[j] != now[i]; j++)
+					;
+				if (j == nseen && nseen < 512)
+					seen[nseen++] = now[i];
+			}
+		}
+		ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+		while (za_volume_busy(t.v) || za_engine_busy(t.e))
+			za_io_run_once(t.io);
+		za_volume_get_stats(t.v, &st);
+		ck_assert_uint_gt(st.checkpoints, 3);
+		ck_assert_uint_gt(st.gc_freed_groups, 0);
+		seq = st.checkpoint_seq;
+		check_range(&t, 0, vb);
+		/* Phase 0 recovers from the checkpoint; phase 1, after GC
+		 * ran on what that recovery rebuilt, ignores checkpoints. */
+		t.recover_full = phase == 1;
+		tvol_crash_and_recover(&t, 0);
+		za_volume_get_stats(t.v, &st);
+		ck_assert_uint_eq(st.checkpoint_seq, phase ? 0 : seq);
+		check_range(&t, 0, vb);
+		t.recover_full = false;
+	}
+	/* Superseded checkpoints' groups were given back. */
+	nnow = ckpt_groups(&t, now, 64);
+	for (j = 0; j < nseen; j++) {
+		for (i = 0; i < nnow && now[i] != seen[j]; i++)
+			;
+		gone += i == nnow;
+	}
+	ck_assert_uint_ge(nseen, 2);
+	ck_assert_uint_gt(gone, 0);
+	ck_assert_uint_le(nnow, 3);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	tvol_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("volume");
@@ -578,6 +1037,10 @@ int main(void)
 	tcase_add_test(tc, test_partial_buffer_padded_when_cheaper);
 	tcase_add_test(tc, test_flushed_data_survives_power_cut);
 	tcase_add_test(tc, test_sequential_fill_map_extents);
+	tcase_add_loop_test(tc, test_checkpoint_bounds_replay, 0, 2);
+	tcase_add_loop_test(tc, test_checkpoint_torn_falls_back, 0, 2);
+	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
+	tcase_add_test(tc, test_gc_reclaims_checkpoints);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
