@@ -766,6 +766,33 @@ uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
 	       (uint64_t)cb * 4096;
 }
 
+/*
+ * Fill @reqs[0..parts) for one slot I/O of @len bytes at @off_bytes from
+ * @buf, split at the engine's largest request size (every member takes
+ * it). Nothing is submitted: callers submit once their counts are set.
+ */
+static void slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
+		      unsigned parts, enum za_dev_op op, uint64_t off_bytes,
+		      uint64_t len, uint8_t *buf,
+		      void (*done)(struct za_dev_req *req), void *priv)
+{
+	unsigned i;
+
+	for (i = 0; i < parts; i++) {
+		struct za_dev_req *r = &reqs[i];
+		uint64_t po = (uint64_t)i * e->io_max;
+		uint64_t n = len - po > e->io_max ? e->io_max : len - po;
+
+		memset(r, 0, sizeof(*r));
+		r->op = op;
+		r->off_bytes = off_bytes + po;
+		r->len_bytes = n;
+		r->buf = buf + po;
+		r->done = done;
+		r->priv = priv;
+	}
+}
+
 /* Fill headers, LBA tables and parity of @s for segment @g. */
 static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 			   struct za_segment *g)
@@ -868,22 +895,11 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
 			       (uint64_t)s->stripe_idx * l->slot_bytes;
 
-		for (part = 0; part < st->parts; part++) {
-			struct za_dev_req *r = &s->reqs[c * st->parts + part];
-			uint64_t po = (uint64_t)part * e->io_max;
-			uint64_t len = l->slot_bytes - po;
-
-			if (len > e->io_max)
-				len = e->io_max;
-			memset(r, 0, sizeof(*r));
-			r->op = ZA_DEV_OP_WRITE;
-			r->off_bytes = off + po;
-			r->len_bytes = len;
-			r->buf = s->buf + c * l->slot_bytes + po;
-			r->done = col_write_done;
-			r->priv = s;
-			za_dev_submit(m->dev, r);
-		}
+		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
+			  ZA_DEV_OP_WRITE, off, l->slot_bytes,
+			  s->buf + c * l->slot_bytes, col_write_done, s);
+		for (part = 0; part < st->parts; part++)
+			za_dev_submit(m->dev, &s->reqs[c * st->parts + part]);
 	}
 }
 
@@ -3014,21 +3030,8 @@ static void rb_write_ready(struct za_col_rebuild *cr)
 		en->ready = false;
 		en->wpending = rp->parts;
 		en->werr = 0;
-		for (i = 0; i < rp->parts; i++) {
-			struct za_dev_req *r = &en->wreqs[i];
-			uint64_t po = (uint64_t)i * rp->e->io_max;
-			uint64_t len = l->slot_bytes - po;
-
-			if (len > rp->e->io_max)
-				len = rp->e->io_max;
-			memset(r, 0, sizeof(*r));
-			r->op = ZA_DEV_OP_WRITE;
-			r->off_bytes = base + po;
-			r->len_bytes = len;
-			r->buf = en->out + po;
-			r->done = rb_write_done;
-			r->priv = en;
-		}
+		slot_reqs(rp->e, en->wreqs, rp->parts, ZA_DEV_OP_WRITE, base,
+			  l->slot_bytes, en->out, rb_write_done, en);
 		rp->next_write++;
 		for (i = 0; i < rp->parts; i++)
 			za_dev_submit(rp->dst->dev, &en->wreqs[i]);
@@ -3231,21 +3234,9 @@ static bool rb_read_col(struct za_col_rebuild *cr, struct rb_ent *en,
 	en->outstanding++;
 	en->col_member[c] = g->member[c];
 	m->rb_reads++;
-	for (i = 0; i < rp->parts; i++) {
-		struct za_dev_req *r = &en->reqs[c * rp->parts + i];
-		uint64_t po = (uint64_t)i * e->io_max;
-		uint64_t len = l->slot_bytes - po;
-
-		if (len > e->io_max)
-			len = e->io_max;
-		memset(r, 0, sizeof(*r));
-		r->op = ZA_DEV_OP_READ;
-		r->off_bytes = base + po;
-		r->len_bytes = len;
-		r->buf = en->in + (size_t)c * l->slot_bytes + po;
-		r->done = rb_read_done;
-		r->priv = en;
-	}
+	slot_reqs(e, &en->reqs[c * rp->parts], rp->parts, ZA_DEV_OP_READ, base,
+		  l->slot_bytes, en->in + (size_t)c * l->slot_bytes,
+		  rb_read_done, en);
 	for (i = 0; i < rp->parts; i++)
 		za_dev_submit(m->dev, &en->reqs[c * rp->parts + i]);
 	return true;
@@ -3827,20 +3818,10 @@ int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc)
 		sp->col_pending[c] = sp->parts;
 		sp->outstanding++;
 		sc->read_bytes += l->slot_bytes;
-		for (i = 0; i < sp->parts; i++) {
-			struct za_dev_req *r = &sp->reqs[c * sp->parts + i];
-			uint64_t po = (uint64_t)i * e->io_max;
-			uint64_t len = l->slot_bytes - po;
-
-			if (len > e->io_max)
-				len = e->io_max;
-			r->op = ZA_DEV_OP_READ;
-			r->off_bytes = base + po;
-			r->len_bytes = len;
-			r->buf = sp->buf + (size_t)c * l->slot_bytes + po;
-			r->done = sc_read_done;
-			r->priv = sc;
-		}
+		slot_reqs(e, &sp->reqs[c * sp->parts], sp->parts,
+			  ZA_DEV_OP_READ, base, l->slot_bytes,
+			  sp->buf + (size_t)c * l->slot_bytes, sc_read_done,
+			  sc);
 	}
 	if (!sp->outstanding) { /* done() still on the loop, never here */
 		sp->defer.fn = sc_none;
