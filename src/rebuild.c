@@ -83,6 +83,8 @@ struct za_rebuild {
 	bool stopping;
 	bool rescan; /* look again when the columns in flight are done */
 	bool busy_left; /* some listed segments were still being written */
+	bool space_wait; /* a column waits for GC to free space */
+	uint64_t space_waits; /* times it had to (status, tests) */
 	bool flushing;
 	bool timer_pending;
 	bool in_pass;
@@ -150,6 +152,7 @@ static void pass_clear(struct za_rebuild *rb)
 	rb->segs = NULL;
 	rb->nr_segs = rb->next_seg = 0;
 	rb->next_todo = 0;
+	rb->space_wait = false;
 	for (h = 0; h < GRP_HASH; h++) {
 		struct rgrp *g;
 
@@ -187,6 +190,7 @@ static void kick_all(struct za_rebuild *rb)
 }
 
 static void pass_begin(struct za_rebuild *rb);
+static void dispatch(struct za_rebuild *rb);
 
 static void on_timer(struct za_io_defer *d)
 {
@@ -198,8 +202,13 @@ static void on_timer(struct za_io_defer *d)
 	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED)
 		return;
 	kick_all(rb);
+	/* A pass waiting for free space: try its next column again. */
+	if (rb->in_pass) {
+		dispatch(rb);
+		return;
+	}
 	/* A pass waiting for segments still being written: look again. */
-	if (!rb->in_pass && rb->state == ZA_REBUILD_RUNNING)
+	if (rb->state == ZA_REBUILD_RUNNING)
 		pass_begin(rb);
 }
 
@@ -267,8 +276,6 @@ static void on_progress(struct za_col_rebuild *cr, uint64_t bytes)
 }
 
 /* ---- columns ---- */
-
-static void dispatch(struct za_rebuild *rb);
 
 static void run_end(struct za_rebuild *rb, int result)
 {
@@ -403,6 +410,19 @@ static void dispatch(struct za_rebuild *rb)
 			rb->st.cols_dead++;
 			continue;
 		}
+		/* A new column takes a free zone: not out of GC's reserve
+		 * (za_volume_spare_ok). Wait, keeping this column next. */
+		if (rb->p.vol && !za_volume_spare_ok(rb->p.vol)) {
+			rb->next_todo |= 1ull << col;
+			if (!rb->space_wait) {
+				rb->space_waits++;
+				za_log_info("rebuild: waiting for garbage "
+					    "collection to free space");
+			}
+			rb->space_wait = true;
+			break;
+		}
+		rb->space_wait = false;
 		ret = col_start(rb, s, col);
 		if (ret == -EBUSY) {
 			rb->busy_left = true;
@@ -419,6 +439,12 @@ static void dispatch(struct za_rebuild *rb)
 		return;
 	if (rb->stopping) {
 		run_end(rb, -ECANCELED);
+		return;
+	}
+	if (rb->space_wait && !rb->rescan) {
+		/* Nothing running will call back: poll. Paused, the
+		 * timer finds may_start() false and waits on. */
+		timer_at(rb, za_io_now_ns() + BUSY_RETRY_NS);
 		return;
 	}
 	if (rb->next_seg < rb->nr_segs && !rb->rescan)

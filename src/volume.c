@@ -1388,6 +1388,26 @@ static void gc_finish(struct za_volume *v, int err)
 	gc_kick(v);
 }
 
+/*
+ * A rebuild that took zones below GC's start point could take the last
+ * free ones: GC then finds no segment to move a victim's live data into,
+ * and data stripes, hence flushes, fail (found by tools/zloop, seed 1025:
+ * a small array, many half-dead degraded segments, each given a whole
+ * replacement zone). So a rebuild takes a zone only at or above GC's start
+ * point and otherwise waits for GC, which often frees those same degraded
+ * segments by moving their live data (restoring its redundancy as well).
+ */
+bool za_volume_spare_ok(struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(v->eng, &sp);
+	if (sp.free_segs >= gc_start_segs(&sp))
+		return true;
+	gc_kick(v);
+	return false;
+}
+
 static void gc_kick(struct za_volume *v)
 {
 	struct gc *gc = &v->gc;

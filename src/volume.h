@@ -114,6 +114,14 @@ int za_volume_walk_live(struct za_volume *v,
 			int (*fn)(void *priv, uint64_t group, uint64_t pos,
 				  uint64_t n),
 			void *priv);
+/*
+ * Whether background work that spends free zones without freeing any (a
+ * rebuild's replacement zones) may take one now: only while free space is
+ * at or above the point where garbage collection starts. Below it, GC
+ * gets space back first; such work waits and asks again. Kicks GC when it
+ * answers false. Loop thread.
+ */
+bool za_volume_spare_ok(struct za_volume *v);
 struct za_volume_stats {
 	uint64_t user_read_bytes, user_write_bytes;
 	uint64_t data_stripes, padded_stripes, journal_blocks;

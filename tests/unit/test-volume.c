@@ -1014,6 +1014,67 @@ START_TEST(test_gc_reclaims_checkpoints)
 }
 END_TEST
 
+/*
+ * Regression (found by tools/zloop): a TRIM queued in the journal behind
+ * other journal records, then a full data stripe rewriting the trimmed
+ * blocks, then a FLUSH. Sequence numbers used to be taken when a stream
+ * dispatched a stripe, so the data stripe (its stream idle) got a lower
+ * number than the unmap record still queued, and recovery, which replays
+ * by sequence, zeroed flushed data. Numbers now follow the order the
+ * volume hands stripes over. Recovery replays everything (no checkpoint)
+ * so that the order of the replay decides the outcome.
+ */
+#define NTRIM 256
+START_TEST(test_trim_then_rewrite_replay_order)
+{
+	struct tvol t;
+	struct done_flag trims[NTRIM] = { 0 }, wr = { 0 };
+	struct za_vol_req tr[NTRIM], w;
+	const struct za_stripe_layout *l;
+	uint64_t n, i, base = 512;
+	uint8_t *buf;
+
+	tvol_make(&t, 4, 2);
+	t.recover_full = true;
+	l = za_engine_layout(t.e);
+	n = l->data_blocks;
+	/* Blocks to trim hold data first, so that a lost ordering shows. */
+	write_rand(&t, 0, n, false);
+	write_rand(&t, base, NTRIM, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	/* More unmap records than the journal takes at once; the last one
+	 * covers the blocks the data stripe below rewrites. */
+	for (i = 0; i < NTRIM; i++) {
+		uint64_t lba = i + 1 < NTRIM ? base + i : 0,
+			 cnt = i + 1 < NTRIM ? 1 : n;
+
+		tr[i].done = on_done;
+		tr[i].priv = &trims[i];
+		za_volume_trim(t.v, &tr[i], lba * 4096, cnt * 4096);
+		memset(t.model + lba * 4096, 0, cnt * 4096);
+	}
+	buf = ablk(n);
+	for (i = 0; i < n * 4096 / 8; i++)
+		((uint64_t *)buf)[i] = rnd();
+	memcpy(t.model, buf, n * 4096);
+	w.done = on_done;
+	w.priv = &wr;
+	za_volume_write(t.v, &w, 0, n * 4096, buf, false);
+	for (i = 0; i < NTRIM; i++) {
+		za_io_run_until(t.io, &trims[i].done, 0);
+		ck_assert_int_eq(trims[i].result, 0);
+	}
+	za_io_run_until(t.io, &wr.done, 0);
+	ck_assert_int_eq(wr.result, 0);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	free(buf);
+	tvol_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("volume");
@@ -1041,6 +1102,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_checkpoint_torn_falls_back, 0, 2);
 	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
+	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
