@@ -31,6 +31,7 @@
 #include "dev.h"
 #include "fuzz.h"
 #include "io.h"
+#include "journal.h"
 #include "rpc.h"
 #include "sb.h"
 #include "stripe.h"
@@ -237,6 +238,46 @@ static void seeds_stripe(void)
 	blk[55] = 2;
 	seed("stripe", "rows-chunk-big", 3, blk, sizeof(blk));
 	seed("stripe", "short", 0, blk, 100);
+}
+
+/* ---- journal: unmap records ---- */
+
+/* Mode, volume size, then the record without its trailing zeroes. */
+static void seed_unmap(const char *name, uint8_t mode, uint64_t vol,
+		       const uint8_t *blk, size_t len)
+{
+	uint8_t b[8 + ZA_JOURNAL_BLOCK_BYTES];
+
+	za_put_le64(b, vol);
+	memcpy(b + 8, blk, len);
+	seed("journal", name, mode, b,
+	     8 + (mode & 1 ? len : trim_zeroes(blk, len)));
+}
+
+static void seeds_journal(void)
+{
+	uint8_t blk[ZA_JOURNAL_BLOCK_BYTES];
+
+	za_journal_unmap_encode(blk, 10, 20);
+	seed_unmap("one-range", 0, 2048, blk, sizeof(blk));
+	seed_unmap("short", 1, 2048, blk, 100);
+	za_journal_unmap_encode(blk, 0, 2048);
+	seed_unmap("whole-volume", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 2040, 9);
+	seed_unmap("past-end", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 5, UINT64_MAX - 2);
+	seed_unmap("wraps", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 5, 0);
+	seed_unmap("empty", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 10, 20);
+	za_put_le32(blk + 8, 2);
+	seed_unmap("two-ranges", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 10, 20);
+	blk[4000] = 1;
+	seed_unmap("reserved-set", 0, 2048, blk, sizeof(blk));
+	za_journal_unmap_encode(blk, 10, 20);
+	blk[0] = 'X';
+	seed_unmap("bad-magic", 0, 2048, blk, sizeof(blk));
 }
 
 /* ---- checkpoints ---- */
@@ -1287,6 +1328,7 @@ int main(int argc, char **argv)
 		die(top);
 	seeds_stripe();
 	seeds_checkpoint();
+	seeds_journal();
 	seeds_sb();
 	seeds_sb_assemble();
 	seeds_rpc();

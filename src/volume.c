@@ -48,6 +48,7 @@
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crash.h"
+#include "journal.h"
 #include "log.h"
 #include "map.h"
 #include "volume.h"
@@ -142,6 +143,13 @@ struct eflush {
 	struct za_volume *v;
 };
 
+/*
+ * Writes wait while GC works to get space back, and while too many data
+ * stripes are already on their way (backpressure: buffers are memory, and
+ * a writer faster than the drives must not queue without bound).
+ */
+#define MAX_DATA_INFLIGHT 32u
+
 struct za_volume {
 	struct za_io *io;
 	struct za_engine *eng;
@@ -161,6 +169,7 @@ struct za_volume {
 	/* writes held back while free space is critically low */
 	struct za_vol_req *stalled_head, *stalled_tail;
 	bool critical; /* free space below the user-write floor */
+	uint32_t data_credit; /* data stripes the free space allows */
 	unsigned data_inflight; /* data stripes submitted, not complete */
 	struct ckpt ck;
 };
@@ -402,6 +411,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	v->io = io;
 	v->eng = p->eng;
 	v->size_blocks = p->size_bytes / 4096;
+	v->data_credit = MAX_DATA_INFLIGHT; /* until space_critical() */
 	v->next_buf_id = 1;
 	jg.k = 1;
 	jg.p = (uint8_t)dl->p;
@@ -681,12 +691,32 @@ static uint64_t gc_start_segs(const struct za_engine_space *sp)
 	return a > b ? a : b;
 }
 
-static bool space_critical(const struct za_volume *v)
+/*
+ * Below one write set of free segments, plus room for the data stripes
+ * already on their way: each may still need a new segment, and with small
+ * zones (a few stripes per segment) MAX_DATA_INFLIGHT stripes are several
+ * segments. Counting only the write set let those stripes, then the
+ * checkpoint stream, take the last free segment while GC waited to move a
+ * victim, and data stripes failed with -ENOSPC (tools/zloop seed 5010).
+ */
+static bool space_critical(struct za_volume *v)
 {
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
 	struct za_engine_space sp;
+	uint64_t per_seg, on_way, floor, credit;
 
 	za_engine_space(v->eng, &sp);
-	return sp.free_segs < gc_write_sets(&sp) + 1;
+	per_seg = sp.data_blocks_per_seg / dl->data_blocks;
+	if (!per_seg)
+		per_seg = 1;
+	on_way = (v->data_inflight + per_seg - 1) / per_seg;
+	floor = gc_write_sets(&sp) + 1;
+	/* And no more data stripes on their way than the space above the
+	 * floor holds (always one, so that writes never wait on nothing). */
+	credit = sp.free_segs > floor ? (sp.free_segs - floor) * per_seg : 1;
+	v->data_credit = credit < MAX_DATA_INFLIGHT ? (uint32_t)credit :
+						      MAX_DATA_INFLIGHT;
+	return sp.free_segs < floor + on_way;
 }
 
 static uint64_t default_size(const struct za_engine *e, bool streams_added)
@@ -710,18 +740,10 @@ uint64_t za_volume_default_size(const struct za_engine *e)
 	return default_size(e, false);
 }
 
-/*
- * Writes wait while GC works to get space back, and while too many data
- * stripes are already on their way (backpressure: buffers are memory, and
- * a writer faster than the drives must not queue without bound).
- */
-#define MAX_DATA_INFLIGHT 32u
-
 static bool can_write(const struct za_volume *v)
 {
 	return !(v->critical && v->gc.active) &&
-	       v->data_inflight < MAX_DATA_INFLIGHT &&
-	       v->ck.state != CK_QUIESCE;
+	       v->data_inflight < v->data_credit && v->ck.state != CK_QUIESCE;
 }
 
 /* What a held-back request is (za_vol_req.op). */
@@ -842,7 +864,6 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
  * Written like any journal block, so it is durable with the next flush
  * and replayed in sequence order.
  */
-#define UNMAP_MAGIC "ZAUNMAP1"
 
 static int unmap(struct za_volume *v, uint64_t lba, uint64_t n)
 {
@@ -859,11 +880,7 @@ static int unmap(struct za_volume *v, uint64_t lba, uint64_t n)
 		return ret;
 	}
 	blk = za_stripe_w_block(v->eng, jb->s, 0);
-	memset(blk, 0, 4096);
-	memcpy(blk, UNMAP_MAGIC, 8);
-	za_put_le32(blk + 8, 1);
-	za_put_le64(blk + 16, lba);
-	za_put_le64(blk + 24, n);
+	za_journal_unmap_encode(blk, lba, n);
 	jb->s->lbas[0] = ZA_STRIPE_LBA_NONE;
 	jb->nr = 1;
 	jb->kind = ZA_STRIPE_META;
@@ -1828,24 +1845,16 @@ static int rec_apply_unmap(struct rec_vol *rv,
 {
 	struct za_volume *v = rv->v;
 	uint64_t lba, n;
-	unsigned i;
 	int ret;
 
 	ret = za_engine_read_sync(v->eng, rs->group_id, rs->group_pos, 1,
 				  rv->blk, NULL);
 	if (ret)
 		return ret;
-	/* Untrusted until checked: magic, count, range. */
-	if (memcmp(rv->blk, UNMAP_MAGIC, 8) || za_get_le32(rv->blk + 8) != 1 ||
-	    za_get_le32(rv->blk + 12))
-		return -EBADMSG;
-	for (i = 32; i < 4096; i++)
-		if (rv->blk[i]) /* reserved: zero, as docs/format.md says */
-			return -EBADMSG;
-	lba = za_get_le64(rv->blk + 16);
-	n = za_get_le64(rv->blk + 24);
-	if (!n || lba >= v->size_blocks || n > v->size_blocks - lba)
-		return -EBADMSG;
+	/* Untrusted until checked: magic, count, reserved bytes, range. */
+	ret = za_journal_unmap_decode(rv->blk, 4096, v->size_blocks, &lba, &n);
+	if (ret)
+		return ret;
 	rv->unmaps++;
 	live_add_unmap(v, rs->group_id, lba, n);
 	return za_map_clear(v->map, lba, n, on_dead, v);

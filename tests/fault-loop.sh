@@ -1,6 +1,7 @@
 #!/bin/bash
-# The short run of the randomized fault loop (tools/zloop): about three
-# minutes of passes, each a random array on emulated drives (hm-smr or
+# The short run of the randomized fault loop (tools/zloop): one minute by
+# default, five in tools/test's faults tier (ZA_ZLOOP_MINUTES). Passes
+# of 5-60 s, each a random array on emulated drives (hm-smr or
 # zns, k+p, chunk, drive count) written through its NBD export while
 # members fail, drives die under I/O, EIO bursts and bit rot hit up to p
 # members, zarrayd is SIGKILLed (also while recovering) or dies at a
@@ -22,7 +23,7 @@ need nbdcopy
 [ -e /usr/lib/x86_64-linux-gnu/libnbd.so.0 ] || ldconfig -p 2>/dev/null | grep -q libnbd.so.0 ||
 	{ echo "SKIP: libnbd.so.0 not installed"; exit 77; }
 
-args=(-b "$top_builddir" --minutes "${ZA_ZLOOP_MINUTES:-3}"
+args=(-b "$top_builddir" --minutes "${ZA_ZLOOP_MINUTES:-1}"
 	--keep "$top_builddir/tests/zloop-kept")
 [ -z "${ZA_ZLOOP_SEED:-}" ] || args+=(--seed "$ZA_ZLOOP_SEED")
 TMPDIR="$SCRATCH" "$top_srcdir/tools/zloop" "${args[@]}" | tee "$SCRATCH/out" ||
