@@ -1,44 +1,79 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * map.c - the block map as a treap of extents.
+ * map.c - the block map as sorted arrays of extents (leaves) under a
+ * sorted index.
  *
- * A treap (a binary search tree on the extent's first block, heap-ordered
- * on random priorities) gives expected O(log n) split and merge, which is
- * all a range operation needs: cut the extents that straddle the range's
- * ends, split the tree into before / inside / after, rebuild the inside,
- * and merge the three back. Adjacent extents that continue each other
- * (same kind and group, consecutive positions) are coalesced whenever a
- * range is rebuilt, so a sequential fill leaves one extent per group.
+ * Extents are disjoint and kept in LBA order in leaves of up to LEAF_CAP
+ * entries; the leaves form a list in LBA order, and one contiguous array
+ * holds (first LBA, leaf) for every leaf, sorted. A lookup is a binary
+ * search of that array, then of one leaf. Why not a tree node per extent
+ * (the first version, a treap): after random 4 KiB writes the map holds
+ * hundreds of thousands of extents, and each operation descended some 40
+ * nodes scattered over the heap, each a cache and TLB miss; that was a
+ * third of the daemon's time in P1's random writes. A treap of leaves
+ * still missed once per level. Here a lookup touches a few pages of the
+ * index (16 bytes per leaf) and one leaf. The price: adding or removing a
+ * leaf moves the index entries after it, O(extents / LEAF_CAP) bytes x 16,
+ * once per LEAF_CAP / 2 insertions at most (docs/design.md 8.6).
  *
- * Cuts are the only allocations and happen before anything is detached,
- * so an -ENOMEM leaves the mapping as it was.
+ * A range operation makes both ends extent boundaries (cuts), removes or
+ * rewrites the extents between them, and coalesces extents that continue
+ * each other (same kind and group, consecutive positions) within the
+ * range and across its two seams, so a sequential fill leaves one extent
+ * per group. A full leaf is split in halves, except when the insertion is
+ * at its end (a sequential fill): then the new extent starts a new leaf,
+ * so leaves filled in order stay full. An emptied leaf is freed.
+ *
+ * Leaves and the index are the only allocations. Each mutating call first
+ * makes sure that enough spare leaves and index room are at hand for
+ * every split it may need, so an -ENOMEM leaves the mapping as it was.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "map.h"
 
-struct node {
+#define LEAF_CAP 64u
+/* Splits one call may need: two cuts and one insertion. */
+#define SPARES 3u
+
+struct ext {
 	uint64_t lba, len;
 	struct za_map_loc loc;
-	uint32_t prio;
-	struct node *l, *r;
+};
+
+struct leaf {
+	uint64_t key; /* e[0].lba: its key in the index */
+	uint32_t nr;
+	struct leaf *prev, *next; /* LBA order */
+	struct ext e[LEAF_CAP];
+};
+
+/* The index: one entry per leaf, sorted by key. */
+struct ient {
+	uint64_t key;
+	struct leaf *lf;
 };
 
 struct za_map {
-	struct node *root;
-	size_t nr;
-	uint64_t rng;
+	struct ient *idx;
+	size_t cap_idx;
+	struct leaf *head;
+	struct leaf *spare[SPARES];
+	unsigned nr_spare;
+	size_t nr; /* extents */
+	size_t nr_leaves; /* = index entries */
 };
 
-static uint32_t rnd(struct za_map *m)
-{
-	m->rng ^= m->rng << 13;
-	m->rng ^= m->rng >> 7;
-	m->rng ^= m->rng << 17;
-	return (uint32_t)(m->rng >> 16);
-}
+/* A place in the extent sequence: e[i] of @lf; i == lf->nr only at the
+ * very end (lf is the last leaf). lf == NULL: the map is empty. */
+struct pos {
+	struct leaf *lf;
+	uint32_t i;
+};
 
 int za_map_new(struct za_map **out)
 {
@@ -46,334 +81,443 @@ int za_map_new(struct za_map **out)
 
 	if (!m)
 		return -ENOMEM;
-	m->rng = 0x9e3779b97f4a7c15ull;
 	*out = m;
 	return 0;
 }
 
-static void free_tree(struct node *n)
+static void drop_spares(struct za_map *m)
 {
-	if (!n)
-		return;
-	free_tree(n->l);
-	free_tree(n->r);
-	free(n);
+	while (m->nr_spare)
+		free(m->spare[--m->nr_spare]);
 }
 
 void za_map_free(struct za_map *m)
 {
+	struct leaf *lf, *next;
+
 	if (!m)
 		return;
-	free_tree(m->root);
+	for (lf = m->head; lf; lf = next) {
+		next = lf->next;
+		free(lf);
+	}
+	drop_spares(m);
+	free(m->idx);
 	free(m);
 }
 
-/* Split @t into nodes with lba < key (*a) and lba >= key (*b). */
-static void split(struct node *t, uint64_t key, struct node **a,
-		  struct node **b)
+/* Have SPARES leaves at hand, and index room for them. 0 or -ENOMEM
+ * (nothing changed). */
+static int reserve(struct za_map *m)
 {
-	if (!t) {
-		*a = *b = NULL;
-	} else if (t->lba < key) {
-		split(t->r, key, &t->r, b);
-		*a = t;
-	} else {
-		split(t->l, key, a, &t->l);
-		*b = t;
+	if (m->nr_leaves + SPARES > m->cap_idx) {
+		size_t cap = m->cap_idx ? 2 * m->cap_idx : 16;
+		struct ient *ix = realloc(m->idx, cap * sizeof(*ix));
+
+		if (!ix)
+			return -ENOMEM;
+		m->idx = ix;
+		m->cap_idx = cap;
 	}
-}
+	while (m->nr_spare < SPARES) {
+		struct leaf *lf = malloc(sizeof(*lf));
 
-/* Merge two treaps, every key of @a below every key of @b. */
-static struct node *merge(struct node *a, struct node *b)
-{
-	if (!a)
-		return b;
-	if (!b)
-		return a;
-	if (a->prio > b->prio) {
-		a->r = merge(a->r, b);
-		return a;
+		if (!lf)
+			return -ENOMEM;
+		m->spare[m->nr_spare++] = lf;
 	}
-	b->l = merge(a, b->l);
-	return b;
-}
-
-static struct node *insert(struct node *t, struct node *n)
-{
-	struct node *a, *b;
-
-	split(t, n->lba, &a, &b);
-	return merge(merge(a, n), b);
-}
-
-/* The extent containing @lba, or NULL. */
-static struct node *find(struct node *t, uint64_t lba)
-{
-	struct node *best = NULL;
-
-	while (t) {
-		if (t->lba <= lba) {
-			best = t;
-			t = t->r;
-		} else {
-			t = t->l;
-		}
-	}
-	return best && lba < best->lba + best->len ? best : NULL;
-}
-
-/* Make @key an extent boundary. 0 or -ENOMEM. */
-static int cut(struct za_map *m, uint64_t key)
-{
-	struct node *n = find(m->root, key), *t;
-
-	if (!n || n->lba == key)
-		return 0;
-	t = malloc(sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	t->lba = key;
-	t->len = n->lba + n->len - key;
-	t->loc = n->loc;
-	t->loc.pos += key - n->lba;
-	t->prio = rnd(m);
-	t->l = t->r = NULL;
-	n->len = key - n->lba;
-	m->root = insert(m->root, t);
-	m->nr++;
 	return 0;
 }
 
-static bool continues(const struct node *a, const struct node *b)
+/* An empty map keeps no memory. */
+static void settle(struct za_map *m)
+{
+	if (m->nr)
+		return;
+	drop_spares(m);
+	free(m->idx);
+	m->idx = NULL;
+	m->cap_idx = 0;
+}
+
+/* ---- the index of leaves ---- */
+
+/* The first index entry whose key is above @key. */
+static size_t idx_upper(const struct za_map *m, uint64_t key)
+{
+	size_t lo = 0, hi = m->nr_leaves;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (m->idx[mid].key <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The entry of @lf (found by its key: keys are distinct). */
+static size_t idx_of(const struct za_map *m, const struct leaf *lf)
+{
+	size_t i = idx_upper(m, lf->key);
+
+	assert(i > 0 && m->idx[i - 1].lf == lf);
+	return i - 1;
+}
+
+/* @lf is linked, with its key set: enter it (room was reserved). */
+static void tree_insert(struct za_map *m, struct leaf *lf)
+{
+	size_t i = idx_upper(m, lf->key);
+
+	assert(m->nr_leaves < m->cap_idx);
+	memmove(&m->idx[i + 1], &m->idx[i],
+		(m->nr_leaves - i) * sizeof(m->idx[0]));
+	m->idx[i].key = lf->key;
+	m->idx[i].lf = lf;
+	m->nr_leaves++;
+}
+
+static void tree_remove(struct za_map *m, struct leaf *lf)
+{
+	size_t i = idx_of(m, lf);
+
+	memmove(&m->idx[i], &m->idx[i + 1],
+		(m->nr_leaves - i - 1) * sizeof(m->idx[0]));
+	m->nr_leaves--;
+}
+
+/* The first LBA of @lf changed: its key follows (the order holds, since
+ * extents never cross into a neighbouring leaf's range). */
+static void set_key(struct za_map *m, struct leaf *lf, uint64_t key)
+{
+	size_t i = idx_of(m, lf);
+
+	m->idx[i].key = key;
+	lf->key = key;
+}
+
+/* The leaf with the greatest key <= @lba, or NULL. */
+static struct leaf *tree_find(const struct za_map *m, uint64_t lba)
+{
+	size_t i = idx_upper(m, lba);
+
+	return i ? m->idx[i - 1].lf : NULL;
+}
+
+/* ---- positions ---- */
+
+/* The first extent that ends after @lba (holds it, or follows it). */
+static struct pos lookup(const struct za_map *m, uint64_t lba)
+{
+	struct pos p = { tree_find(m, lba), 0 };
+	uint32_t lo, hi;
+
+	if (!p.lf)
+		return (struct pos){ m->head, 0 };
+	lo = 0;
+	hi = p.lf->nr;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		const struct ext *e = &p.lf->e[mid];
+
+		if (e->lba + e->len > lba)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	p.i = lo;
+	if (p.i == p.lf->nr && p.lf->next)
+		p = (struct pos){ p.lf->next, 0 };
+	return p;
+}
+
+static bool at_end(struct pos p)
+{
+	return !p.lf || p.i == p.lf->nr;
+}
+
+static struct ext *at(struct pos p)
+{
+	return &p.lf->e[p.i];
+}
+
+static struct pos next_pos(struct pos p)
+{
+	if (++p.i == p.lf->nr && p.lf->next)
+		p = (struct pos){ p.lf->next, 0 };
+	return p;
+}
+
+/* The extent before @p, if any. */
+static bool prev_pos(const struct za_map *m, struct pos p, struct pos *out)
+{
+	if (!p.lf)
+		return false;
+	(void)m;
+	if (p.i) {
+		*out = (struct pos){ p.lf, p.i - 1 };
+		return true;
+	}
+	if (!p.lf->prev)
+		return false;
+	*out = (struct pos){ p.lf->prev, p.lf->prev->nr - 1 };
+	return true;
+}
+
+static struct leaf *leaf_take(struct za_map *m)
+{
+	struct leaf *lf;
+
+	assert(m->nr_spare > 0);
+	lf = m->spare[--m->nr_spare];
+	lf->nr = 0;
+	lf->prev = lf->next = NULL;
+	return lf;
+}
+
+/* Link @n into the list after @lf (NULL: as the head). */
+static void list_after(struct za_map *m, struct leaf *lf, struct leaf *n)
+{
+	n->prev = lf;
+	n->next = lf ? lf->next : m->head;
+	if (n->next)
+		n->next->prev = n;
+	if (lf)
+		lf->next = n;
+	else
+		m->head = n;
+}
+
+static void leaf_free(struct za_map *m, struct leaf *lf)
+{
+	tree_remove(m, lf);
+	if (lf->prev)
+		lf->prev->next = lf->next;
+	else
+		m->head = lf->next;
+	if (lf->next)
+		lf->next->prev = lf->prev;
+	if (m->nr_spare < SPARES)
+		m->spare[m->nr_spare++] = lf;
+	else
+		free(lf);
+}
+
+/* Insert @x at @p; returns where it is. Never fails (spares reserved). */
+static struct pos ins(struct za_map *m, struct pos p, const struct ext *x)
+{
+	struct leaf *lf = p.lf, *n;
+	uint32_t half;
+
+	m->nr++;
+	if (!lf) {
+		lf = leaf_take(m);
+		lf->e[0] = *x;
+		lf->nr = 1;
+		lf->key = x->lba;
+		list_after(m, NULL, lf);
+		tree_insert(m, lf);
+		return (struct pos){ lf, 0 };
+	}
+	/* Between two leaves: the end of the previous one may have room. */
+	if (p.i == 0 && lf->prev && lf->prev->nr < LEAF_CAP)
+		p = (struct pos){ lf->prev, lf->prev->nr };
+	lf = p.lf;
+	if (lf->nr < LEAF_CAP) {
+		memmove(&lf->e[p.i + 1], &lf->e[p.i],
+			(lf->nr - p.i) * sizeof(lf->e[0]));
+		lf->e[p.i] = *x;
+		lf->nr++;
+		if (p.i == 0)
+			set_key(m, lf, x->lba);
+		return p;
+	}
+	n = leaf_take(m);
+	if (p.i == LEAF_CAP) {
+		/* Appending: start a new leaf and leave this one full. */
+		n->e[0] = *x;
+		n->nr = 1;
+		n->key = x->lba;
+		list_after(m, lf, n);
+		tree_insert(m, n);
+		return (struct pos){ n, 0 };
+	}
+	half = LEAF_CAP / 2;
+	memcpy(n->e, &lf->e[half], (LEAF_CAP - half) * sizeof(n->e[0]));
+	n->nr = LEAF_CAP - half;
+	lf->nr = half;
+	n->key = n->e[0].lba;
+	list_after(m, lf, n);
+	tree_insert(m, n);
+	if (p.i > half)
+		p = (struct pos){ n, p.i - half };
+	lf = p.lf;
+	memmove(&lf->e[p.i + 1], &lf->e[p.i],
+		(lf->nr - p.i) * sizeof(lf->e[0]));
+	lf->e[p.i] = *x;
+	lf->nr++;
+	if (p.i == 0)
+		set_key(m, lf, x->lba);
+	return p;
+}
+
+/* Remove @cnt extents from e[i] of @lf on; frees the leaf if emptied. */
+static void del(struct za_map *m, struct leaf *lf, uint32_t i, uint32_t cnt)
+{
+	if (!cnt)
+		return;
+	memmove(&lf->e[i], &lf->e[i + cnt],
+		(lf->nr - i - cnt) * sizeof(lf->e[0]));
+	lf->nr -= cnt;
+	m->nr -= cnt;
+	if (!lf->nr)
+		leaf_free(m, lf);
+	else if (i == 0)
+		set_key(m, lf, lf->e[0].lba);
+}
+
+/* ---- range operations ---- */
+
+/* Make @key an extent boundary. */
+static void cut(struct za_map *m, uint64_t key)
+{
+	struct pos p = lookup(m, key);
+	struct ext *e, tail;
+
+	if (at_end(p) || at(p)->lba >= key)
+		return;
+	e = at(p);
+	tail = *e;
+	tail.lba = key;
+	tail.len = e->lba + e->len - key;
+	tail.loc.pos += key - e->lba;
+	e->len = key - e->lba;
+	p.i++;
+	ins(m, p, &tail);
+}
+
+static bool continues(const struct ext *a, const struct ext *b)
 {
 	return a->lba + a->len == b->lba && a->loc.kind == b->loc.kind &&
 	       a->loc.group == b->loc.group &&
 	       a->loc.pos + a->len == b->loc.pos;
 }
 
-static struct node *max_node(struct node *t)
+/*
+ * Remove the extents within [lba, end) (both are boundaries), reporting
+ * each to @dead.
+ */
+static void remove_range(struct za_map *m, uint64_t lba, uint64_t end,
+			 za_map_dead_fn dead, void *priv)
 {
-	while (t && t->r)
-		t = t->r;
-	return t;
-}
+	struct pos p = lookup(m, lba);
 
-/* Remove and return the smallest node of *t. */
-static struct node *pop_min(struct node **t)
-{
-	struct node **p = t, *n;
+	while (!at_end(p) && at(p)->lba < end) {
+		struct leaf *lf = p.lf, *next = lf->next;
+		uint32_t j = p.i;
+		bool stopped;
 
-	if (!*t)
-		return NULL;
-	while ((*p)->l)
-		p = &(*p)->l;
-	n = *p;
-	*p = n->r;
-	n->r = NULL;
-	return n;
+		while (j < lf->nr && lf->e[j].lba < end) {
+			if (dead)
+				dead(priv, &lf->e[j].loc, lf->e[j].len);
+			j++;
+		}
+		stopped = j < lf->nr;
+		del(m, lf, p.i, j - p.i); /* may free lf */
+		if (stopped || !next)
+			break;
+		p = (struct pos){ next, 0 };
+	}
 }
 
 /*
- * Rebuilding the inside of a range: nodes arrive in order and are appended
- * to @acc, coalesced with the previous one when they continue it.
+ * Coalesce extents that continue each other from the one before @lba up
+ * to the first one starting at or after @end.
  */
-struct rebuild {
-	struct za_map *m;
-	struct node *acc; /* treap of nodes done, all before @last */
-	struct node *last; /* pending node, not yet in acc */
-};
-
-static void rb_add(struct rebuild *rb, struct node *n)
+static void coalesce(struct za_map *m, uint64_t lba, uint64_t end)
 {
-	n->l = n->r = NULL;
-	if (rb->last && continues(rb->last, n)) {
-		rb->last->len += n->len;
-		free(n);
-		rb->m->nr--;
+	struct pos p = lookup(m, lba), q;
+
+	if (at_end(p) && !p.lf)
 		return;
+	if (prev_pos(m, p, &q))
+		p = q;
+	while (!at_end(p)) {
+		struct ext *a = at(p);
+		struct pos n = next_pos(p);
+
+		if (at_end(n) || a->lba >= end)
+			break;
+		if (continues(a, at(n))) {
+			a->len += at(n)->len;
+			del(m, n.lf, n.i, 1);
+			/* p is still valid: n was after it. */
+			continue;
+		}
+		p = n;
 	}
-	if (rb->last)
-		rb->acc = merge(rb->acc, rb->last);
-	rb->last = n;
-}
-
-static struct node *rb_end(struct rebuild *rb)
-{
-	if (rb->last)
-		rb->acc = merge(rb->acc, rb->last);
-	return rb->acc;
-}
-
-/*
- * Put A + middle + C back together, coalescing across both seams: the
- * middle's first node may continue A's last, C's first may continue the
- * middle's (or A's) last.
- */
-static void reassemble(struct za_map *m, struct node *a, struct node *mid,
-		       struct node *c)
-{
-	struct rebuild rb = { .m = m };
-	struct node *amax = max_node(a), *n, *last, *cmin;
-
-	while ((n = pop_min(&mid)))
-		rb_add(&rb, n);
-	mid = rb_end(&rb);
-	/* Seam A | mid. */
-	n = pop_min(&mid);
-	if (n && amax && continues(amax, n)) {
-		amax->len += n->len;
-		free(n);
-		m->nr--;
-	} else if (n) {
-		mid = merge(n, mid);
-	}
-	/* Seam mid | C (or A | C when mid was absorbed or empty). */
-	last = mid ? max_node(mid) : amax;
-	cmin = pop_min(&c);
-	if (cmin && last && continues(last, cmin)) {
-		last->len += cmin->len;
-		free(cmin);
-		m->nr--;
-	} else if (cmin) {
-		c = merge(cmin, c);
-	}
-	m->root = merge(merge(a, mid), c);
-}
-
-static void kill_tree(struct za_map *m, struct node *t, za_map_dead_fn dead,
-		      void *priv)
-{
-	if (!t)
-		return;
-	kill_tree(m, t->l, dead, priv);
-	if (dead)
-		dead(priv, &t->loc, t->len);
-	kill_tree(m, t->r, dead, priv);
-	free(t);
-	m->nr--;
 }
 
 int za_map_set(struct za_map *m, uint64_t lba, uint64_t n,
 	       const struct za_map_loc *loc, za_map_dead_fn dead, void *priv)
 {
-	struct node *a, *b, *c, *nn;
+	struct ext x = { .lba = lba, .len = n, .loc = *loc };
 
 	if (!n)
 		return 0;
-	nn = malloc(sizeof(*nn));
-	if (!nn)
+	if (reserve(m))
 		return -ENOMEM;
-	if (cut(m, lba) || cut(m, lba + n)) {
-		free(nn);
-		return -ENOMEM;
-	}
-	split(m->root, lba, &a, &b);
-	split(b, lba + n, &b, &c);
-	kill_tree(m, b, dead, priv);
-	nn->lba = lba;
-	nn->len = n;
-	nn->loc = *loc;
-	nn->prio = rnd(m);
-	nn->l = nn->r = NULL;
-	m->nr++;
-	reassemble(m, a, nn, c);
+	cut(m, lba);
+	cut(m, lba + n);
+	remove_range(m, lba, lba + n, dead, priv);
+	ins(m, lookup(m, lba), &x);
+	coalesce(m, lba, lba + n);
 	return 0;
 }
 
 int za_map_clear(struct za_map *m, uint64_t lba, uint64_t n,
 		 za_map_dead_fn dead, void *priv)
 {
-	struct node *a, *b, *c;
-
 	if (!n)
 		return 0;
-	if (cut(m, lba) || cut(m, lba + n))
+	if (reserve(m))
 		return -ENOMEM;
-	split(m->root, lba, &a, &b);
-	split(b, lba + n, &b, &c);
-	kill_tree(m, b, dead, priv);
-	m->root = merge(a, c);
+	cut(m, lba);
+	cut(m, lba + n);
+	remove_range(m, lba, lba + n, dead, priv);
+	settle(m);
 	return 0;
-}
-
-struct move_ctx {
-	uint64_t lba;
-	const struct za_map_loc *from, *to;
-	int64_t moved;
-};
-
-static void move_tree(struct node *t, struct move_ctx *mc)
-{
-	if (!t)
-		return;
-	move_tree(t->l, mc);
-	if (t->loc.kind == mc->from->kind && t->loc.group == mc->from->group &&
-	    t->loc.pos - mc->from->pos == t->lba - mc->lba) {
-		t->loc.kind = mc->to->kind;
-		t->loc.group = mc->to->group;
-		t->loc.pos = mc->to->pos + (t->lba - mc->lba);
-		mc->moved += (int64_t)t->len;
-	}
-	move_tree(t->r, mc);
 }
 
 int64_t za_map_move(struct za_map *m, uint64_t lba, uint64_t n,
 		    const struct za_map_loc *from, const struct za_map_loc *to)
 {
-	struct move_ctx mc = { .lba = lba, .from = from, .to = to };
-	struct node *a, *b, *c;
+	int64_t moved = 0;
+	struct pos p;
 
 	if (!n)
 		return 0;
-	if (cut(m, lba) || cut(m, lba + n))
+	if (reserve(m))
 		return -ENOMEM;
-	split(m->root, lba, &a, &b);
-	split(b, lba + n, &b, &c);
-	move_tree(b, &mc);
-	reassemble(m, a, b, c);
-	return mc.moved;
-}
+	cut(m, lba);
+	cut(m, lba + n);
+	for (p = lookup(m, lba); !at_end(p) && at(p)->lba < lba + n;
+	     p = next_pos(p)) {
+		struct ext *e = at(p);
 
-struct walk_ctx {
-	uint64_t pos, end;
-	int (*fn)(void *priv, uint64_t lba, uint64_t n,
-		  const struct za_map_loc *loc);
-	void *priv;
-};
-
-static int walk_tree(const struct node *t, struct walk_ctx *w)
-{
-	int ret;
-
-	if (!t || w->pos >= w->end)
-		return 0;
-	if (t->lba > w->pos) {
-		ret = walk_tree(t->l, w);
-		if (ret)
-			return ret;
-	}
-	if (w->pos >= w->end)
-		return 0;
-	if (t->lba + t->len > w->pos && t->lba < w->end) {
-		uint64_t s = t->lba > w->pos ? t->lba : w->pos;
-		uint64_t e = t->lba + t->len < w->end ? t->lba + t->len :
-							w->end;
-		struct za_map_loc loc = t->loc;
-
-		if (s > w->pos) {
-			ret = w->fn(w->priv, w->pos, s - w->pos, NULL);
-			if (ret)
-				return ret;
+		if (e->loc.kind == from->kind && e->loc.group == from->group &&
+		    e->loc.pos - from->pos == e->lba - lba) {
+			e->loc.kind = to->kind;
+			e->loc.group = to->group;
+			e->loc.pos = to->pos + (e->lba - lba);
+			moved += (int64_t)e->len;
 		}
-		loc.pos += s - t->lba;
-		ret = w->fn(w->priv, s, e - s, &loc);
-		if (ret)
-			return ret;
-		w->pos = e;
 	}
-	if (t->lba + t->len < w->end)
-		return walk_tree(t->r, w);
-	return 0;
+	coalesce(m, lba, lba + n);
+	return moved;
 }
 
 int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
@@ -381,17 +525,33 @@ int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
 			  const struct za_map_loc *loc),
 		void *priv)
 {
-	struct walk_ctx w = {
-		.pos = lba, .end = lba + n, .fn = fn, .priv = priv
-	};
+	uint64_t cur = lba, end = lba + n;
+	struct pos p;
 	int ret;
 
 	if (!n)
 		return 0;
-	ret = walk_tree(m->root, &w);
-	if (!ret && w.pos < w.end)
-		ret = fn(priv, w.pos, w.end - w.pos, NULL);
-	return ret;
+	for (p = lookup(m, lba); !at_end(p) && at(p)->lba < end;
+	     p = next_pos(p)) {
+		const struct ext *e = at(p);
+		uint64_t s = e->lba > cur ? e->lba : cur;
+		uint64_t t = e->lba + e->len < end ? e->lba + e->len : end;
+		struct za_map_loc loc = e->loc;
+
+		if (s > cur) {
+			ret = fn(priv, cur, s - cur, NULL);
+			if (ret)
+				return ret;
+		}
+		loc.pos += s - e->lba;
+		ret = fn(priv, s, t - s, &loc);
+		if (ret)
+			return ret;
+		cur = t;
+	}
+	if (cur < end)
+		return fn(priv, cur, end - cur, NULL);
+	return 0;
 }
 
 size_t za_map_extents(const struct za_map *m)
@@ -401,5 +561,6 @@ size_t za_map_extents(const struct za_map *m)
 
 size_t za_map_bytes(const struct za_map *m)
 {
-	return sizeof(*m) + m->nr * sizeof(struct node);
+	return sizeof(*m) + (m->nr_leaves + m->nr_spare) * sizeof(struct leaf) +
+	       m->cap_idx * sizeof(struct ient);
 }

@@ -13,12 +13,29 @@
 #include "map.h"
 #include "tap.h"
 
-#define NBLK 4096
+#define NBLK_MAX 65536
 
 struct ref {
-	uint8_t kind[NBLK];
-	uint64_t group[NBLK], pos[NBLK];
+	uint8_t kind[NBLK_MAX];
+	uint64_t group[NBLK_MAX], pos[NBLK_MAX];
 };
+
+/*
+ * Shapes for the random test: a small space where ranges often span many
+ * extents, and a large one where single-block writes leave tens of
+ * thousands of extents (hundreds of leaves, as random 4 KiB writes do).
+ */
+static const struct shape {
+	uint64_t nblk;
+	int ops;
+	unsigned single_pct; /* share of one-block operations */
+} shapes[] = {
+	{ 4096, 3000, 0 },	 { 4096, 3000, 0 },	  { 4096, 3000, 0 },
+	{ 4096, 3000, 0 },	 { 4096, 3000, 0 },	  { 4096, 3000, 0 },
+	{ NBLK_MAX, 40000, 95 }, { NBLK_MAX, 40000, 80 },
+};
+
+static uint64_t NBLK = 4096;
 
 static uint64_t rng = 12345;
 
@@ -42,6 +59,7 @@ static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 struct wcheck {
 	const struct ref *r;
 	uint64_t next;
+	uint64_t pieces; /* mapped pieces: one per extent on a full walk */
 	uint64_t bad; /* mismatches; asserted once (check's asserts are slow) */
 };
 
@@ -52,6 +70,7 @@ static int check_piece(void *priv, uint64_t lba, uint64_t n,
 	uint64_t i;
 
 	w->bad += lba != w->next || !n;
+	w->pieces += loc != NULL;
 	for (i = 0; i < n; i++) {
 		if (!loc) {
 			w->bad += w->r->kind[lba + i] != 0;
@@ -67,12 +86,13 @@ static int check_piece(void *priv, uint64_t lba, uint64_t n,
 
 static void check_all(struct za_map *m, const struct ref *r)
 {
-	struct wcheck w = { r, 0, 0 };
+	struct wcheck w = { r, 0, 0, 0 };
 	uint64_t a, b;
 	int i;
 
 	ck_assert_int_eq(za_map_walk(m, 0, NBLK, check_piece, &w), 0);
 	ck_assert_uint_eq(w.next, NBLK);
+	ck_assert_uint_eq(w.pieces, za_map_extents(m));
 	for (i = 0; i < 20; i++) {
 		a = rnd() % NBLK;
 		b = a + 1 + rnd() % (NBLK - a);
@@ -83,29 +103,26 @@ static void check_all(struct za_map *m, const struct ref *r)
 	ck_assert_uint_eq(w.bad, 0);
 }
 
-static uint64_t live(const struct ref *r)
-{
-	uint64_t i, n = 0;
-
-	for (i = 0; i < NBLK; i++)
-		n += r->kind[i] != 0;
-	return n;
-}
-
 START_TEST(test_random_against_model)
 {
 	struct ref *r = calloc(1, sizeof(*r));
 	struct za_map *m;
 	int op;
 
+	const struct shape *sh = &shapes[_i];
+
+	NBLK = sh->nblk;
 	rng = 777 + (uint64_t)_i;
 	ck_assert_int_eq(za_map_new(&m), 0);
-	for (op = 0; op < 3000; op++) {
-		uint64_t lba = rnd() % NBLK, n, i, before = live(r);
+	for (op = 0; op < sh->ops; op++) {
+		uint64_t lba = rnd() % NBLK, n, i, before;
 		struct za_map_loc loc, to;
 		unsigned what = (unsigned)(rnd() % 10);
 
-		n = 1 + rnd() % (rnd() % 4 ? 8 : 300);
+		if (rnd() % 100 < sh->single_pct)
+			n = 1;
+		else
+			n = 1 + rnd() % (rnd() % 4 ? 8 : 300);
 		if (lba + n > NBLK)
 			n = NBLK - lba;
 		loc.kind = (uint8_t)(1 + rnd() % 3);
@@ -126,11 +143,13 @@ START_TEST(test_random_against_model)
 			}
 			ck_assert_uint_eq(dead_blocks, overw);
 		} else if (what < 8) {
+			for (before = 0, i = 0; i < n; i++)
+				before += r->kind[lba + i] != 0;
 			ck_assert_int_eq(za_map_clear(m, lba, n, on_dead, NULL),
 					 0);
 			for (i = 0; i < n; i++)
 				r->kind[lba + i] = 0;
-			ck_assert_uint_eq(dead_blocks, before - live(r));
+			ck_assert_uint_eq(dead_blocks, before);
 		} else {
 			/* Move whatever still maps to the location of lba. */
 			int64_t moved, exp = 0;
@@ -155,7 +174,7 @@ START_TEST(test_random_against_model)
 			moved = za_map_move(m, lba, n, &loc, &to);
 			ck_assert_int_eq(moved, exp);
 		}
-		if (op % 100 == 0)
+		if (op % (sh->ops / 30) == 0)
 			check_all(m, r);
 	}
 	check_all(m, r);
@@ -214,7 +233,8 @@ int main(void)
 	Suite *s = suite_create("map");
 	TCase *tc = tcase_create("map");
 
-	tcase_add_loop_test(tc, test_random_against_model, 0, 6);
+	tcase_add_loop_test(tc, test_random_against_model, 0,
+			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_sequential_fill_coalesces);
 	suite_add_tcase(s, tc);
 	return trun(s);
