@@ -49,6 +49,7 @@ int za_cmd_replace(struct za_cli *cli, int argc, char **argv);
 int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv);
 int za_cmd_scrub(struct za_cli *cli, int argc, char **argv);
 int za_cmd_export(struct za_cli *cli, int argc, char **argv);
+int za_cmd_grow(struct za_cli *cli, int argc, char **argv);
 int za_cmd_shutdown(struct za_cli *cli, int argc, char **argv);
 int za_cmd_list(struct za_cli *cli, int argc, char **argv);
 int za_cmd_status(struct za_cli *cli, int argc, char **argv);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * cmd-array.c - the commands that act on arrays through zarrayd: create,
- * assemble, stop, destroy, add, remove, fail, replace, rebuild, scrub,
- * export, shutdown; and the usage text of every daemon command.
+ * assemble, stop, destroy, add, remove, fail, replace, grow, rebuild,
+ * scrub, export, shutdown; and the usage text of every daemon command.
  *
  * Each parses its command line strictly (an unknown option or a number
  * that does not parse is a usage error, exit 2), turns DEVICE arguments
@@ -64,13 +64,22 @@ static const struct {
 	  "it and\nits data is read by decoding.\n" },
 	{ "replace", "zarray replace NAME OLD NEW",
 	  "Rebuild the member OLD's data onto NEW, then remove OLD.\n" },
+	{ "grow", "zarray grow NAME --size SIZE [--json]",
+	  "Grow the array's volume to SIZE (K, M, G, T suffixes: powers of "
+	  "1024; a\nmultiple of 4 KiB), typically after zarray add. Shrinking "
+	  "is not supported;\nthe most it takes is max_size_bytes in zarray "
+	  "status --json. New NBD\nconnections see the new size; connections "
+	  "already open keep the size they\nwere given until they reconnect.\n" },
 	{ "rebuild",
 	  "zarray rebuild NAME start|pause|resume|status [--rate MB/s]",
 	  "Control the rebuild of lost redundancy. --rate limits it (MB/s, "
 	  "10^6\nbytes; 0: no limit) and applies to start and resume.\n" },
-	{ "scrub", "zarray scrub NAME start|stop|status",
+	{ "scrub", "zarray scrub NAME start|stop|status [--rate MB/s] [--json]",
 	  "Read and verify every live stripe, repairing what fails its "
-	  "checksum.\n" },
+	  "checksum.\n--rate limits it (MB/s of stripes read, 10^6 bytes; 0: "
+	  "no limit) and goes\nwith start. A stopped scrub starts again where "
+	  "it stopped; one running\nwhen zarrayd stops goes on by itself when "
+	  "it starts again.\n" },
 	{ "watch", "zarray watch NAME [--json]",
 	  "Follow the array's background jobs until they end: a progress bar "
 	  "on a\nterminal, a line per percent otherwise, JSON lines with "
@@ -697,7 +706,9 @@ int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv)
 
 int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 {
+	enum { O_RATE = 256 };
 	static const struct option opts[] = {
+		{ "rate", required_argument, NULL, O_RATE },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -707,13 +718,27 @@ int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 	Zarray__Response *r;
 	bool json = false;
 	const char *act;
+	uint64_t v;
 	int c, rc;
 
 	optind = 0; /* re-initialise: main parsed with "+" */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c != 'j')
+		if (c == O_RATE) {
+			if (za_parse_uint(optarg, 1000000, &v) < 0) {
+				za_usage_error(
+					"scrub",
+					"--rate: '%s' is not a number of "
+					"MB/s (0 to 1000000)",
+					optarg);
+				return ZA_EXIT_USAGE;
+			}
+			m.has_rate_bps = true;
+			m.rate_bps = v * 1000000ull;
+		} else if (c == 'j') {
+			json = true;
+		} else {
 			return za_cli_opt_end("scrub", c);
-		json = true;
+		}
 	}
 	if (argc - optind != 2) {
 		za_usage_error("scrub", "NAME and one of start, stop, status "
@@ -731,6 +756,10 @@ int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 		za_usage_error("scrub", "unknown action '%s'", act);
 		return ZA_EXIT_USAGE;
 	}
+	if (m.has_rate_bps && m.action != ZARRAY__SCRUB_ACTION__SCRUB_START) {
+		za_usage_error("scrub", "--rate goes with start");
+		return ZA_EXIT_USAGE;
+	}
 	m.name = argv[optind];
 	req.body_case = ZARRAY__REQUEST__BODY_SCRUB;
 	req.scrub = &m;
@@ -745,6 +774,76 @@ int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 	rc = print_jobs(cli, "scrub", r, json);
 	za_rpc_response_free(r);
 	return rc;
+}
+
+int za_cmd_grow(struct za_cli *cli, int argc, char **argv)
+{
+	enum { O_SIZE = 256, O_JSON };
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, O_SIZE },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	Zarray__Request req = ZARRAY__REQUEST__INIT;
+	Zarray__Grow m = ZARRAY__GROW__INIT;
+	const char *size = NULL;
+	bool json = cli->json;
+	Zarray__Response *r;
+	char b1[32], b2[32];
+	int c, rc;
+
+	optind = 0; /* re-initialise: main parsed with "+" */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == O_SIZE)
+			size = optarg;
+		else if (c == O_JSON)
+			json = true;
+		else
+			return za_cli_opt_end("grow", c);
+	}
+	if (argc - optind != 1) {
+		za_usage_error("grow", "one NAME expected");
+		return ZA_EXIT_USAGE;
+	}
+	if (!size) {
+		za_usage_error("grow", "--size SIZE is required");
+		return ZA_EXIT_USAGE;
+	}
+	if (za_parse_size(size, &m.size_bytes) < 0) {
+		za_usage_error("grow", "--size: bad size '%s'", size);
+		return ZA_EXIT_USAGE;
+	}
+	m.name = argv[optind];
+	req.body_case = ZARRAY__REQUEST__BODY_GROW;
+	req.grow = &m;
+	rc = za_client_run(cli, "grow", &req, ZA_CLIENT_NO_TIMEOUT, &r);
+	if (rc)
+		return rc;
+	if (r->body_case != ZARRAY__RESPONSE__BODY_GROWN) {
+		fprintf(stderr,
+			"zarray grow: unexpected answer from zarrayd\n");
+		za_rpc_response_free(r);
+		return ZA_EXIT_FAIL;
+	}
+	if (json) {
+		printf("{\"name\":");
+		za_json_str(stdout, r->grown->name);
+		printf(",\"old_size_bytes\":%llu,\"size_bytes\":%llu}\n",
+		       (unsigned long long)r->grown->old_size_bytes,
+		       (unsigned long long)r->grown->size_bytes);
+	}
+	if (r->grown->old_size_bytes == r->grown->size_bytes)
+		fprintf(stderr, "zarray grow: %s is %s already\n",
+			r->grown->name,
+			za_fmt_size(r->grown->size_bytes, b1, sizeof(b1)));
+	else
+		fprintf(stderr, "zarray grow: %s grew from %s to %s\n",
+			r->grown->name,
+			za_fmt_size(r->grown->old_size_bytes, b1, sizeof(b1)),
+			za_fmt_size(r->grown->size_bytes, b2, sizeof(b2)));
+	za_rpc_response_free(r);
+	return ZA_EXIT_OK;
 }
 
 int za_cmd_export(struct za_cli *cli, int argc, char **argv)

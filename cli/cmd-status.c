@@ -131,11 +131,17 @@ const char *za_cli_job_line(const Zarray__JobStatus *j, bool bar, char *buf,
 	/* No ETA while it is not known (rate too low, or paused). */
 	if (j->has_eta_s && j->eta_s &&
 	    j->state == ZARRAY__JOB_STATE__JOB_RUNNING)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0,
+					" ETA %llu:%02u:%02u",
+					(unsigned long long)(j->eta_s / 3600),
+					(unsigned)(j->eta_s / 60 % 60),
+					(unsigned)(j->eta_s % 60));
+	/* A scrub that went on from an earlier run (or a restart). */
+	if (j->has_start_position && j->start_position &&
+	    j->state != ZARRAY__JOB_STATE__JOB_DONE)
 		snprintf(buf + off, off < len ? len - off : 0,
-			 " ETA %llu:%02u:%02u",
-			 (unsigned long long)(j->eta_s / 3600),
-			 (unsigned)(j->eta_s / 60 % 60),
-			 (unsigned)(j->eta_s % 60));
+			 " (resumed after segment %llu)",
+			 (unsigned long long)j->start_position);
 	return buf;
 }
 
@@ -143,12 +149,20 @@ void za_cli_json_job(FILE *f, const Zarray__JobStatus *j)
 {
 	fprintf(f,
 		"{\"kind\":\"%s\",\"state\":\"%s\",\"done_bytes\":%llu,"
-		"\"total_bytes\":%llu,\"rate_bps\":%llu,\"eta_s\":%llu}",
+		"\"total_bytes\":%llu,\"rate_bps\":%llu,\"eta_s\":%llu",
 		za_cli_job_kind_str(j->kind), za_cli_job_state_str(j->state),
 		(unsigned long long)j->done_bytes,
 		(unsigned long long)j->total_bytes,
 		(unsigned long long)(j->has_rate_bps ? j->rate_bps : 0),
 		(unsigned long long)(j->has_eta_s ? j->eta_s : 0));
+	/* Scrub: where the pass got to, and where this run started. */
+	if (j->has_position)
+		fprintf(f, ",\"position\":%llu",
+			(unsigned long long)j->position);
+	if (j->has_start_position)
+		fprintf(f, ",\"start_position\":%llu",
+			(unsigned long long)j->start_position);
+	fputc('}', f);
 }
 
 /* "uri": the Unix socket's (null: not exported); "tcp_uri": null if none. */
@@ -177,10 +191,12 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 	za_json_str(f, a->uuid);
 	fprintf(f,
 		",\"state\":\"%s\",\"data\":%u,\"parity\":%u,"
-		"\"chunk_bytes\":%u,\"size_bytes\":%llu,\"used_bytes\":%llu,"
-		"\"generation\":%llu,",
+		"\"chunk_bytes\":%u,\"size_bytes\":%llu,\"max_size_bytes\":%llu,"
+		"\"used_bytes\":%llu,\"generation\":%llu,",
 		za_cli_array_state_str(a->state), a->data, a->parity,
 		a->chunk_bytes, (unsigned long long)a->size_bytes,
+		(unsigned long long)(a->has_max_size_bytes ? a->max_size_bytes :
+							     a->size_bytes),
 		(unsigned long long)a->used_bytes,
 		(unsigned long long)(a->has_generation ? a->generation : 0));
 	json_export(f, a);

@@ -33,6 +33,7 @@ static const struct {
 	{ "remove", za_cmd_remove, "drain and remove devices" },
 	{ "fail", za_cmd_fail, "mark a member failed" },
 	{ "replace", za_cmd_replace, "replace a member by another device" },
+	{ "grow", za_cmd_grow, "grow an array's volume" },
 	{ "rebuild", za_cmd_rebuild, "start, pause, resume, show a rebuild" },
 	{ "scrub", za_cmd_scrub, "start, stop, show a scrub" },
 	{ "watch", za_cmd_watch, "follow an array's jobs until they end" },

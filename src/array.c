@@ -50,8 +50,13 @@ struct za_array {
 	/* Superblock updates: one round at a time, coalesced. */
 	struct za_sb_write_op *sb_ops;
 	unsigned sb_pending;
+	uint64_t sb_written; /* superblock writes that completed */
 	bool sb_dirty;
 	bool stopping;
+	/* The scrub's state, for its owner to keep across restarts. */
+	void (*scrub_save)(void *priv, const struct za_array_scrub_save *s);
+	void *scrub_save_priv;
+	bool scrub_stop_asked; /* by request: not to resume after a restart */
 };
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -248,6 +253,8 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
 			   strerror(-result));
 		if (a->eng && !a->stopping)
 			za_engine_member_fail(a->eng, idx, result);
+	} else {
+		a->sb_written++;
 	}
 	if (--a->sb_pending == 0 && a->sb_dirty)
 		sb_round(a);
@@ -401,6 +408,48 @@ static void scrub_finished(struct za_scrub *sc, int result, void *priv)
 			    (unsigned long long)st.err_checksum,
 			    (unsigned long long)st.err_parity,
 			    (unsigned long long)st.cols_repaired);
+	if (a->scrub_save) {
+		struct za_array_scrub_save sv = { 0 };
+
+		/* Cut short by a stop of the array (a restart): go on with
+		 * it after the next assembly, as zpool does after a reboot. */
+		sv.running = result == -ECANCELED && !a->scrub_stop_asked;
+		sv.position = st.position;
+		sv.rate_bps = st.rate_limit_bps;
+		a->scrub_save(a->scrub_save_priv, &sv);
+	}
+	a->scrub_stop_asked = false;
+}
+
+static void scrub_save_now(struct za_array *a, bool running, bool progress)
+{
+	struct za_array_scrub_save sv = { 0 };
+	struct za_scrub_status st;
+
+	if (!a->scrub_save || !a->scrub)
+		return;
+	za_scrub_status(a->scrub, &st);
+	sv.running = running;
+	sv.progress = progress;
+	sv.position = st.position;
+	sv.rate_bps = st.rate_limit_bps;
+	a->scrub_save(a->scrub_save_priv, &sv);
+}
+
+static void scrub_moved(struct za_scrub *sc, uint64_t position, void *priv)
+{
+	(void)sc;
+	(void)position;
+	scrub_save_now(priv, true, true);
+}
+
+void za_array_set_scrub_saver(struct za_array *a,
+			      void (*save)(void *priv,
+					   const struct za_array_scrub_save *s),
+			      void *priv)
+{
+	a->scrub_save = save;
+	a->scrub_save_priv = priv;
 }
 
 static int rebuild_new(struct za_array *a)
@@ -413,6 +462,7 @@ static int rebuild_new(struct za_array *a)
 	sp.eng = a->eng;
 	sp.vol = a->vol;
 	sp.finished = scrub_finished;
+	sp.moved = scrub_moved;
 	sp.priv = a;
 	ret = za_scrub_new(&sp, &a->scrub);
 	if (ret)
@@ -515,6 +565,19 @@ static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 	rebuild_kick(a);
 }
 
+/*
+ * md's default (max_corrected_read_errors): a few unreadable sectors in a
+ * drive's life are normal and repaired from parity; a drive that keeps
+ * returning them is dying, and its reads cost a decode each. Our count is
+ * of failed reads, never decayed, and starts again at each assembly.
+ */
+static unsigned max_read_errors = ZA_ARRAY_MAX_READ_ERRORS;
+
+void za_array_set_max_read_errors(unsigned n)
+{
+	max_read_errors = n;
+}
+
 static int engine_start(struct za_array *a, uint64_t next_seq,
 			uint64_t next_seg)
 {
@@ -527,6 +590,7 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	prm.states = a->states;
 	prm.next_seq = next_seq;
 	prm.next_seg_id = next_seg;
+	prm.max_read_errors = max_read_errors;
 	prm.member_failed = on_member_failed;
 	prm.priv = a;
 	return za_engine_new(a->io, &prm, &a->eng);
@@ -900,8 +964,21 @@ int za_array_assemble(struct za_io *io, const char *name,
 			snprintf(a->paths[i], sizeof(a->paths[i]), "%s",
 				 paths[d]);
 		} else {
-			snprintf(a->paths[i], sizeof(a->paths[i]), "%s",
-				 a->sb->members[i].path_hint);
+			const char *path = a->sb->members[i].path_hint;
+			unsigned x;
+
+			/* A drive given that this member was (stale: failed
+			 * or removed since) has its full path; the hint is
+			 * only the path's end. */
+			for (x = 0; x < n; x++)
+				if (sbs[x] &&
+				    res->dev_state[x] == ZA_ASM_DEV_STALE &&
+				    za_uuid_eq(&sbs[x]->member_uuid,
+					       &a->sb->members[i].uuid)) {
+					path = paths[x];
+					break;
+				}
+			snprintf(a->paths[i], sizeof(a->paths[i]), "%s", path);
 		}
 	}
 	/*
@@ -1063,6 +1140,11 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 	if (nd && !d) /* no memory to look: go by members */
 		worst = za_engine_nr_lost(a->eng);
 	free(d);
+	/* Absent columns (segments opened on fewer than k+p members) and
+	 * columns still being rebuilt have no member left to count, and
+	 * the list above leaves out the running ones: ask the segments. */
+	if (za_engine_seg_lost_max(a->eng) > worst)
+		worst = za_engine_seg_lost_max(a->eng);
 	/* A lost member not yet retired (its rebuild has not finished, or
 	 * not started) leaves the array degraded even if no live data was
 	 * on it: that is what an admin needs to hear. */
@@ -1101,6 +1183,8 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 			js->err_checksum = ss.err_checksum;
 			js->err_parity = ss.err_parity;
 			js->repaired = ss.cols_repaired;
+			js->position = ss.position;
+			js->start_position = ss.start_position;
 		}
 	}
 	if (a->rb) {
@@ -1136,6 +1220,7 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 	st->p = a->sb->geom.p;
 	st->chunk_bytes = a->sb->geom.chunk_bytes;
 	st->size_bytes = a->sb->volume_bytes;
+	st->max_size_bytes = a->vol ? za_volume_max_size(a->vol) : 0;
 	st->generation = a->sb->generation;
 	st->nr_members = a->nr_members;
 	for (i = 0; i < a->nr_members; i++) {
@@ -1354,8 +1439,14 @@ int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
 			za_log_info("array %s: member %u (%s) added",
 				    a->sb->name, idx, paths[i]);
 	}
-	if (i > 1 || !ret)
+	if (i > 1 || !ret) {
 		sb_round(a); /* the drives added so far are members */
+		/* Columns that had nowhere to go (absent ones of segments
+		 * opened on fewer than k+p members, lost ones with no member
+		 * outside their segment) have somewhere now. */
+		if (za_engine_degraded(a->eng, NULL, 0))
+			rebuild_kick(a);
+	}
 	return ret;
 }
 
@@ -1481,6 +1572,7 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 			       a->sb->name);
 			return -EINVAL;
 		}
+		a->scrub_stop_asked = true;
 		za_scrub_stop(a->scrub);
 		return 0;
 	}
@@ -1488,13 +1580,116 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 		seterr(err, errlen, "a scrub of '%s' is running", a->sb->name);
 		return -EALREADY;
 	}
-	if (rate_bps)
+	if (rate_bps != UINT64_MAX)
 		za_scrub_set_rate(a->scrub, rate_bps);
 	/* A stopped scrub goes on after the last segment it finished. */
 	ret = za_scrub_start(a->scrub);
-	if (ret)
+	if (ret) {
 		seterr(err, errlen, "cannot start a scrub: %s", strerror(-ret));
-	else
-		za_log_info("array %s: scrub started", a->sb->name);
-	return ret;
+		return ret;
+	}
+	za_log_info("array %s: scrub started after segment %llu", a->sb->name,
+		    (unsigned long long)za_scrub_position(a->scrub));
+	scrub_save_now(a, true, false);
+	return 0;
+}
+
+int za_array_scrub_restore(struct za_array *a,
+			   const struct za_array_scrub_save *s, char *err,
+			   size_t errlen)
+{
+	int ret;
+
+	if (!a->scrub) {
+		seterr(err, errlen, "array '%s' has no volume", a->sb->name);
+		return -EINVAL;
+	}
+	ret = za_scrub_set_position(a->scrub, s->position);
+	if (ret) {
+		seterr(err, errlen, "a scrub of '%s' is running", a->sb->name);
+		return ret;
+	}
+	za_scrub_set_rate(a->scrub, s->rate_bps);
+	if (!s->running)
+		return 0;
+	ret = za_scrub_start(a->scrub);
+	if (ret) {
+		seterr(err, errlen, "cannot resume the scrub: %s",
+		       strerror(-ret));
+		return ret;
+	}
+	za_log_info("array %s: scrub resumed after segment %llu", a->sb->name,
+		    (unsigned long long)s->position);
+	scrub_save_now(a, true, false);
+	return 0;
+}
+
+/* ---- growing the volume ---- */
+
+int za_array_grow(struct za_array *a, uint64_t size_bytes, char *err,
+		  size_t errlen)
+{
+	uint64_t cur, max, old, written;
+	int ret;
+
+	if (!a->vol) {
+		seterr(err, errlen, "array '%s' has no volume", a->sb->name);
+		return -EINVAL;
+	}
+	cur = za_volume_size(a->vol);
+	if (size_bytes % 4096) {
+		seterr(err, errlen,
+		       "%llu bytes is not a multiple of 4 KiB (4096 bytes)",
+		       (unsigned long long)size_bytes);
+		return -EINVAL;
+	}
+	if (size_bytes < cur) {
+		seterr(err, errlen,
+		       "shrinking is not supported: '%s' is %llu bytes, %llu "
+		       "asked",
+		       a->sb->name, (unsigned long long)cur,
+		       (unsigned long long)size_bytes);
+		return -EINVAL;
+	}
+	if (size_bytes == cur)
+		return 0;
+	max = za_volume_max_size(a->vol);
+	if (size_bytes > max) {
+		seterr(err, errlen,
+		       "%llu bytes is more than '%s' can hold: at most %llu "
+		       "bytes over its %u writable members with %u+%u and the "
+		       "reserve garbage collection needs",
+		       (unsigned long long)size_bytes, a->sb->name,
+		       (unsigned long long)max, za_engine_nr_writable(a->eng),
+		       (unsigned)a->sb->geom.k, (unsigned)a->sb->geom.p);
+		return -ENOSPC;
+	}
+	/*
+	 * Superblocks first: recovery ignores blocks beyond the size it is
+	 * given, so a block written past the old end must never be on the
+	 * drives while the old size is all they say.
+	 */
+	old = a->sb->volume_bytes;
+	written = a->sb_written;
+	a->sb->volume_bytes = size_bytes;
+	sb_round(a);
+	while (a->sb_pending)
+		za_io_run_once(a->io);
+	if (a->sb_written == written) {
+		a->sb->volume_bytes = old;
+		seterr(err, errlen,
+		       "cannot record the new size: no superblock could be "
+		       "written");
+		return -EIO;
+	}
+	ret = za_volume_grow(a->vol, size_bytes);
+	if (ret) { /* checked above: not expected */
+		seterr(err, errlen, "cannot grow the volume: %s",
+		       strerror(-ret));
+		return ret;
+	}
+	za_log_info("array %s: volume grown from %llu to %llu bytes",
+		    a->sb->name, (unsigned long long)cur,
+		    (unsigned long long)size_bytes);
+	return 0;
 }

@@ -106,6 +106,9 @@ struct za_array_job_status {
 	int error; /* DONE: 0 or why it stopped short (-errno) */
 	/* scrub: what it found and what it repaired */
 	uint64_t err_read, err_checksum, err_parity, repaired;
+	/* scrub: segments with an id up to position are done in this pass;
+	 * the run started after start_position (> 0: it resumed) */
+	uint64_t position, start_position;
 };
 
 #define ZA_ARRAY_MAX_JOBS 4
@@ -117,6 +120,7 @@ struct za_array_status {
 	unsigned k, p;
 	uint32_t chunk_bytes;
 	uint64_t size_bytes; /* volume */
+	uint64_t max_size_bytes; /* what za_array_grow() would take now */
 	uint64_t used_bytes;
 	uint64_t generation;
 	unsigned nr_members;
@@ -165,14 +169,59 @@ int za_array_replace(struct za_array *a, const char *old_path,
 /*
  * Scrub: @start reads every live stripe whole, checks checksums and
  * parity, and moves bad columns (rate-limited by @rate_bps, bytes read
- * per second; 0: none); a stopped scrub resumes after the last segment
- * it finished. !@start stops it. 0 or -errno with @err set.
+ * per second; 0: none; UINT64_MAX: the limit it had); a stopped scrub
+ * resumes after the last segment it finished. !@start stops it. 0 or
+ * -errno with @err set.
  */
 int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 		   size_t errlen);
+/*
+ * Scrub state worth keeping across a restart. The owner (the daemon) is
+ * told each change through the saver: a run starting, its position
+ * advancing (@progress: only that; the owner may write it late), a run
+ * ending (running false; position 0 once a pass completed). A run cut
+ * short by za_array_stop() stays "running", so that
+ * za_array_scrub_restore() after the next assembly goes on with it; one
+ * stopped by request does not.
+ */
+struct za_array_scrub_save {
+	bool running;
+	bool progress;
+	uint64_t position; /* segments up to this id are done in this pass */
+	uint64_t rate_bps; /* 0: no limit */
+};
+void za_array_set_scrub_saver(struct za_array *a,
+			      void (*save)(void *priv,
+					   const struct za_array_scrub_save *s),
+			      void *priv);
+/* Set the position and rate; start the scrub if it was running. 0 or
+ * -errno with @err set. */
+int za_array_scrub_restore(struct za_array *a,
+			   const struct za_array_scrub_save *s, char *err,
+			   size_t errlen);
+
+/*
+ * Grow the volume to @size_bytes (a multiple of 4096, not smaller: no
+ * shrinking, at most max_size_bytes of za_array_status(), which grows
+ * when members are added). The new size is in every member's superblock
+ * before the volume takes it. Returns 0 (also when it is the size
+ * already) or -errno with @err set: -EINVAL, -ENOSPC, -EIO (the
+ * superblocks could not be written).
+ */
+int za_array_grow(struct za_array *a, uint64_t size_bytes, char *err,
+		  size_t errlen);
+
 /* Mark the member at @path failed, as if it had failed. */
 int za_array_fail(struct za_array *a, const char *path, char *err,
 		  size_t errlen);
+
+/*
+ * Read errors after which a member is failed (the engine's
+ * max_read_errors), for arrays started later; 0: never. md's default,
+ * ZA_ARRAY_MAX_READ_ERRORS, unless set.
+ */
+#define ZA_ARRAY_MAX_READ_ERRORS 20
+void za_array_set_max_read_errors(unsigned n);
 
 /*
  * Fault injection, a test aid. When on, every member opened later (by

@@ -20,10 +20,11 @@
  * final flush covers everything a client was told was written.
  *
  * State: STATE/arrays/NAME.conf records each array this daemon created or
- * assembled (name, uuid, member paths, TCP address; written to a
- * temporary file, fsynced, renamed), so that the next start assembles
- * and exports it again. `stop` and `destroy` remove the record; a
- * shutdown (SIGTERM, `zarray shutdown`) keeps it.
+ * assembled (name, uuid, member paths, TCP address, where its scrub got
+ * to; written to a temporary file, fsynced, renamed), so that the next
+ * start assembles and exports it again and goes on with a scrub that was
+ * running. `stop` and `destroy` remove the record; a shutdown (SIGTERM,
+ * `zarray shutdown`) keeps it.
  *
  * Drive lifecycle (add, remove, replace), rebuild and scrub commands go
  * to array.c, which starts the background jobs; their progress reaches
@@ -52,6 +53,7 @@
 #include "io.h"
 #include "log.h"
 #include "rpc.h"
+#include "volume.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "?"
@@ -65,6 +67,7 @@
 
 struct d_array {
 	struct d_array *next;
+	struct za_daemon *d;
 	struct za_array *a;
 	struct za_export *exp; /* NULL: not exported (logged why) */
 	char name[ZA_SB_NAME_BYTES];
@@ -73,6 +76,10 @@ struct d_array {
 	char **paths;
 	unsigned nr_paths;
 	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "[HOST:]PORT", "": none */
+	/* The scrub's state as last told (za_array_set_scrub_saver). */
+	struct za_array_scrub_save scrub;
+	bool scrub_dirty; /* told, not written yet (at most 1 s late) */
+	ev_tstamp scrub_written; /* when the record was last written */
 };
 
 /* A connection waiting for something: a watch, a parked request, or the
@@ -102,6 +109,7 @@ struct za_daemon {
 	struct d_waiter *shutdown_waiters;
 	ev_timer watch_timer;
 	double watch_interval_s;
+	ev_timer save_timer; /* records with a scrub position to write */
 	struct za_io_defer drain;
 	bool drain_queued;
 	bool busy; /* a command (or the start-up assembly) is running */
@@ -200,6 +208,12 @@ static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
 	m->rate_bps = j->rate_bps;
 	m->has_eta_s = true;
 	m->eta_s = j->eta_s;
+	if (j->kind == ZA_JOB_SCRUB) {
+		m->has_position = true;
+		m->position = j->position;
+		m->has_start_position = true;
+		m->start_position = j->start_position;
+	}
 	return m;
 }
 
@@ -311,6 +325,8 @@ static Zarray__ArrayStatus *array_msg_new(const struct za_array_status *st)
 	m->parity = st->p;
 	m->chunk_bytes = st->chunk_bytes;
 	m->size_bytes = st->size_bytes;
+	m->has_max_size_bytes = true;
+	m->max_size_bytes = st->max_size_bytes;
 	m->used_bytes = st->used_bytes;
 	m->has_generation = true;
 	m->generation = st->generation;
@@ -334,6 +350,52 @@ err:
 	return NULL;
 }
 
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return k && k <= n && !strcmp(s + n - k, suffix);
+}
+
+/*
+ * A member without a drive (failed, removed, missing) is known to the
+ * array only by its superblock's path hint: the last ZA_SB_HINT_BYTES - 1
+ * bytes of its path. Show the full path this daemon recorded for it
+ * instead: the one recorded path that ends with the hint and is no other
+ * member's (none, or several: the hint stays).
+ */
+static void full_paths(const struct d_array *e, struct za_array_status *st)
+{
+	unsigned i, j, p, found = 0, n = 0;
+
+	for (i = 0; i < st->nr_members; i++) {
+		const char *hint = st->members[i].path;
+		bool recorded = false;
+
+		for (p = 0; p < e->nr_paths && !recorded; p++)
+			recorded = !strcmp(e->paths[p], hint);
+		if (recorded)
+			continue;
+		for (p = n = 0; p < e->nr_paths; p++) {
+			bool other = false;
+
+			if (!has_suffix(e->paths[p], hint))
+				continue;
+			for (j = 0; j < st->nr_members && !other; j++)
+				other = j != i && !strcmp(st->members[j].path,
+							  e->paths[p]);
+			if (!other) {
+				found = p;
+				n++;
+			}
+		}
+		if (n == 1)
+			snprintf(st->members[i].path,
+				 sizeof(st->members[i].path), "%s",
+				 e->paths[found]);
+	}
+}
+
 /* za_array_status() into a message; NULL on failure (logged). */
 static Zarray__ArrayStatus *status_of(struct d_array *e)
 {
@@ -348,6 +410,7 @@ static Zarray__ArrayStatus *status_of(struct d_array *e)
 		free(st.members);
 		return NULL;
 	}
+	full_paths(e, &st);
 	m = array_msg_new(&st);
 	free(st.members);
 	if (m && e->exp) {
@@ -490,6 +553,12 @@ static int record_write(struct za_daemon *d, const struct d_array *e)
 		fprintf(f, "member %s\n", e->paths[i]);
 	if (e->tcp[0])
 		fprintf(f, "tcp %s\n", e->tcp);
+	/* Where a scrub got to: resumed at the next start if running. */
+	if (e->scrub.running || e->scrub.position)
+		fprintf(f, "scrub %s %llu %llu\n",
+			e->scrub.running ? "running" : "stopped",
+			(unsigned long long)e->scrub.position,
+			(unsigned long long)e->scrub.rate_bps);
 	if (fflush(f) != 0 || fsync(fd) < 0) {
 		ret = -errno;
 		fclose(f);
@@ -533,7 +602,42 @@ struct record {
 	char *paths[D_MAX_MEMBERS];
 	unsigned nr_paths;
 	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
+	struct za_array_scrub_save scrub; /* zero: no scrub line */
 };
+
+/* Digits only, up to the next space or the end; *@s moves past them. */
+static int u64_parse(const char **s, uint64_t *out)
+{
+	const char *p = *s;
+	uint64_t v = 0;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (__builtin_mul_overflow(v, 10, &v) ||
+		    __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+			return -ERANGE;
+	*s = p;
+	*out = v;
+	return 0;
+}
+
+/* "running|stopped POSITION RATE" of a scrub line. Returns 0 or -EINVAL. */
+static int scrub_parse(const char *s, struct za_array_scrub_save *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!strncmp(s, "running ", 8))
+		out->running = true;
+	else if (strncmp(s, "stopped ", 8))
+		return -EINVAL;
+	s += 8;
+	if (u64_parse(&s, &out->position) < 0 || *s++ != ' ' ||
+	    u64_parse(&s, &out->rate_bps) < 0 || *s) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static void record_free(struct record *r)
 {
@@ -611,6 +715,12 @@ static int record_read(struct za_daemon *d, const char *file, struct record *r)
 			/* parse_tcp bounded its length */
 			snprintf(r->tcp, sizeof(r->tcp), "%.*s",
 				 (int)sizeof(r->tcp) - 1, line + 4);
+		} else if (!strncmp(line, "scrub ", 6)) {
+			/* Not worth refusing the array over: the scrub
+			 * starts from the beginning next time. */
+			if (scrub_parse(line + 6, &r->scrub) < 0)
+				za_log_warn("%s:%u: bad scrub state ignored",
+					    path, lineno);
 		} else if (strncmp(line, "uuid ", 5)) {
 			/* Written by a newer zarrayd: keep going. */
 			za_log_warn("%s:%u: unknown line ignored", path,
@@ -649,6 +759,50 @@ static void d_array_free(struct d_array *e)
 }
 
 /*
+ * The array's scrub moved on, started or ended: record it. A position
+ * alone is written at most once a second (a rename and two fsyncs each
+ * time; a restart then re-checks at most a second's worth of segments),
+ * everything else at once: a run that ends, or is cut short by a stop,
+ * must be on disk before the daemon exits.
+ */
+static void on_scrub_save(void *priv, const struct za_array_scrub_save *s)
+{
+	struct d_array *e = priv;
+	struct za_daemon *d = e->d;
+	ev_tstamp now = ev_now(d->loop);
+
+	e->scrub = *s;
+	e->scrub.progress = false;
+	if (s->progress && now - e->scrub_written < 1.0) {
+		e->scrub_dirty = true;
+		if (!ev_is_active(&d->save_timer)) {
+			ev_timer_set(&d->save_timer, 1.0, 0.0);
+			ev_timer_start(d->loop, &d->save_timer);
+		}
+		return;
+	}
+	e->scrub_dirty = false;
+	e->scrub_written = now;
+	record_write(d, e);
+}
+
+static void save_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct za_daemon *d = t->data;
+	struct d_array *e;
+
+	(void)loop;
+	(void)revents;
+	for (e = d->arrays; e; e = e->next) {
+		if (!e->scrub_dirty)
+			continue;
+		e->scrub_dirty = false;
+		e->scrub_written = ev_now(d->loop);
+		record_write(d, e);
+	}
+}
+
+/*
  * Track @a, started from @paths, under @name; *@out is NULL (and @a
  * stopped) if that fails. The export is started separately.
  */
@@ -675,9 +829,11 @@ static void register_array(struct za_daemon *d, struct za_array *a,
 		snprintf(e->uuid, sizeof(e->uuid), "unknown");
 	free(st.members);
 	e->a = a;
+	e->d = d;
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->next = d->arrays;
 	d->arrays = e;
+	za_array_set_scrub_saver(a, on_scrub_save, e);
 	*out = e;
 	return;
 
@@ -760,6 +916,38 @@ static int array_stop(struct d_array *e, bool destroy)
 }
 
 /* Assemble what the state directory lists; failures are only logged. */
+/*
+ * Assemble a recorded array from the recorded paths that still exist: a
+ * pulled drive's node is gone, and the array must come up degraded
+ * without it (its member is then missing), not stay down. A path that
+ * exists but is not the drive it was is sorted out by the superblocks.
+ */
+static int assemble_record(struct za_daemon *d, const struct record *r,
+			   struct za_array **a, char *err, size_t errlen)
+{
+	const char **paths =
+		calloc(r->nr_paths ? r->nr_paths : 1, sizeof(*paths));
+	unsigned i, n = 0;
+	int ret;
+
+	if (!paths)
+		return -ENOMEM;
+	for (i = 0; i < r->nr_paths; i++) {
+		if (access(r->paths[i], F_OK) < 0 && errno == ENOENT) {
+			za_log_warn("%s: %s is gone: assembling without it",
+				    r->name, r->paths[i]);
+			continue;
+		}
+		paths[n++] = r->paths[i];
+	}
+	ret = n ? za_array_assemble(d->io, r->name, paths, n, a, err, errlen) :
+		  -ENOENT;
+	if (!n)
+		snprintf(err, errlen, "none of its recorded drives exists");
+	free(paths);
+	return ret;
+}
+
 static void assemble_recorded(struct za_daemon *d)
 {
 	struct dirent **list;
@@ -786,9 +974,7 @@ static void assemble_recorded(struct za_daemon *d)
 			record_free(&r);
 			continue;
 		}
-		ret = za_array_assemble(d->io, r.name,
-					(const char *const *)r.paths,
-					r.nr_paths, &a, err, sizeof(err));
+		ret = assemble_record(d, &r, &a, err, sizeof(err));
 		if (ret < 0) {
 			za_log_err("%s: not assembled at start: %s", r.name,
 				   *err ? err : strerror(-ret));
@@ -804,6 +990,13 @@ static void assemble_recorded(struct za_daemon *d)
 			snprintf(e->tcp, sizeof(e->tcp), "%s", r.tcp);
 			if (export_start(d, e, r.tcp, err, sizeof(err)) < 0)
 				za_log_err("%s: not exported: %s", r.name, err);
+			/* A scrub that was running goes on where it got to. */
+			e->scrub = r.scrub;
+			if ((r.scrub.running || r.scrub.position) &&
+			    za_array_scrub_restore(a, &r.scrub, err,
+						   sizeof(err)) < 0)
+				za_log_err("%s: scrub not resumed: %s", r.name,
+					   err);
 		}
 		record_free(&r);
 	}
@@ -1118,6 +1311,8 @@ static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
 	}
 	za_log_info("%s: stop (%s)", name, peer_str(c, peer, sizeof(peer)));
 	unlink_array(d, e);
+	/* Its record goes: nothing more to save in it. */
+	za_array_set_scrub_saver(e->a, NULL, NULL);
 	watches_end(d, name, "was stopped");
 	ret = array_stop(e, false);
 	d_array_free(e);
@@ -1170,6 +1365,7 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 	za_log_info("%s: destroy%s (%s)", m->name, force ? ", forced" : "",
 		    peer_str(c, peer, sizeof(peer)));
 	unlink_array(d, e);
+	za_array_set_scrub_saver(e->a, NULL, NULL);
 	watches_end(d, m->name, "was destroyed");
 	ret = array_stop(e, true);
 	d_array_free(e);
@@ -1293,6 +1489,44 @@ static void h_debug_inject(struct za_daemon *d, struct za_rpc_conn *c,
 		return;
 	}
 	reply_done(c, req->id, "faults set");
+}
+
+static void h_grow(struct za_daemon *d, struct za_rpc_conn *c,
+		   const Zarray__Request *req)
+{
+	const Zarray__Grow *m = req->grow;
+	struct d_array *e = named(d, c, req->id, m->name);
+	struct za_volume *vol;
+	char err[256] = "", peer[64];
+	Zarray__Response r;
+	Zarray__Grown grown;
+	uint64_t old;
+	int ret;
+
+	if (!e)
+		return;
+	vol = za_array_volume(e->a);
+	old = vol ? za_volume_size(vol) : 0;
+	za_log_info("%s: grow to %llu bytes (%s)", m->name,
+		    (unsigned long long)m->size_bytes,
+		    peer_str(c, peer, sizeof(peer)));
+	/* The size lives in the superblocks: nothing to record here. */
+	ret = za_array_grow(e->a, m->size_bytes, err, sizeof(err));
+	if (ret < 0) {
+		za_log_warn("%s: grow failed: %s", m->name,
+			    *err ? err : strerror(-ret));
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	zarray__response__init(&r);
+	zarray__grown__init(&grown);
+	grown.name = e->name;
+	grown.old_size_bytes = old;
+	grown.size_bytes = vol ? za_volume_size(vol) : m->size_bytes;
+	r.id = req->id;
+	r.body_case = ZARRAY__RESPONSE__BODY_GROWN;
+	r.grown = &grown;
+	za_rpc_reply(c, &r);
 }
 
 /* Remember new member paths in the array's state record. */
@@ -1482,7 +1716,10 @@ static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 		za_log_info("%s: scrub %s (%s)", m->name,
 			    start ? "start" : "stop",
 			    peer_str(c, peer, sizeof(peer)));
-		ret = za_array_scrub(e->a, start, 0, err, sizeof(err));
+		/* Without --rate: the limit it had (restored ones too). */
+		ret = za_array_scrub(e->a, start,
+				     m->has_rate_bps ? m->rate_bps : UINT64_MAX,
+				     err, sizeof(err));
 		if (ret < 0) {
 			reply_array_err(c, req->id, ret, strerror(-ret), err);
 			return;
@@ -1660,6 +1897,9 @@ static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 		break;
 	case ZARRAY__REQUEST__BODY_SHUTDOWN:
 		h_shutdown(d, c, req);
+		break;
+	case ZARRAY__REQUEST__BODY_GROW:
+		h_grow(d, c, req);
 		break;
 	case ZARRAY__REQUEST__BODY_DEBUG_INJECT:
 		h_debug_inject(d, c, req);
@@ -1872,6 +2112,8 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 	d->drain.fn = drain_cb;
 	ev_init(&d->watch_timer, watch_tick_cb);
 	d->watch_timer.data = d;
+	ev_init(&d->save_timer, save_tick_cb);
+	d->save_timer.data = d;
 	if (snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 		     p->socket_path) >= (int)sizeof(d->socket_path) ||
 	    snprintf(d->state_dir, sizeof(d->state_dir), "%s", p->state_dir) >=
@@ -2058,6 +2300,8 @@ int za_daemon_free(struct za_daemon *d)
 		while (d->drain_queued)
 			ev_run(d->loop, EVRUN_NOWAIT);
 	}
+	/* Every array stopped: their last scrub states were written. */
+	ev_timer_stop(d->loop, &d->save_timer);
 	za_rpc_server_free(d->srv);
 	if (d->socket_made && unlink(d->socket_path) < 0 && errno != ENOENT)
 		za_log_warn("%s: %s", d->socket_path, strerror(errno));

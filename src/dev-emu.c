@@ -40,7 +40,9 @@
  * submit returns) and completed later on the loop: at once, or, with the
  * performance model on, when a drive that serves one request at a time at
  * the configured bandwidth, per-operation latency and seek cost would have
- * finished it. Callers still must not assume anything before completion.
+ * finished it; such a drive serves NORMAL requests before LOW ones
+ * (background work: enum za_dev_prio), with aging (emu_serve()). Callers
+ * still must not assume anything before completion.
  *
  * It does not emulate SCSI or NVMe commands, partial zone-size geometries,
  * or several namespaces; one file is one drive.
@@ -133,10 +135,14 @@ struct emu {
 	/* undo membership: open addressing on block offset + 1 (0 = empty) */
 	uint64_t *undo_set;
 	uint64_t undo_set_cap;
-	/* performance model */
+	/* performance model: one request in service, the others queued */
 	uint64_t bw, lat_ns, seek_ns;
 	uint64_t busy_until_ns;
 	uint64_t last_end_bytes;
+	struct za_dev_req *serving; /* completes at busy_until_ns */
+	uint64_t low_served_ns; /* when a LOW request last started */
+	struct za_dev_req *q_head[ZA_DEV_NR_PRIO], *q_tail[ZA_DEV_NR_PRIO];
+	struct za_io_defer svc; /* pending exactly while serving is set */
 };
 
 static const struct za_dev_ops emu_ops;
@@ -553,6 +559,80 @@ static uint64_t emu_service_ns(struct emu *e, const struct za_dev_req *req)
 	return ns;
 }
 
+/*
+ * The queue of the performance model. A request is executed when it is
+ * submitted (the data is in the file at once) but completes only when
+ * the modelled drive has served it: one request at a time, NORMAL ones
+ * first, LOW ones (rebuild, drain, scrub) when no NORMAL one waits. So
+ * that background work is slowed by user I/O but never starved by it,
+ * one LOW request goes ahead when the oldest has waited
+ * EMU_PRIO_AGING_NS and none has started for as long: a trickle, not a
+ * flood (the kernel's mq-deadline ages its low-priority queue too, after
+ * 10 s). Service is not preempted: a NORMAL request arriving while a LOW
+ * one is served waits for the end of that one only, which is why
+ * background work submits small requests. With NORMAL requests alone
+ * this is the first-come first-served drive the model always was.
+ */
+#define EMU_PRIO_AGING_NS (500ull * 1000 * 1000)
+
+static void emu_serve(struct emu *e);
+
+static void emu_svc_done(struct za_io_defer *d)
+{
+	struct emu *e = (struct emu *)((char *)d - offsetof(struct emu, svc));
+	struct za_dev_req *req = e->serving;
+
+	e->serving = NULL;
+	/* The next one starts before this one's done() can submit more. */
+	emu_serve(e);
+	za_dev_complete(req, req->result);
+}
+
+static void emu_serve(struct emu *e)
+{
+	struct za_dev_req *lo = e->q_head[ZA_DEV_PRIO_LOW], *req;
+	uint64_t now = za_io_now_ns(), start;
+	unsigned q = ZA_DEV_PRIO_NORMAL;
+
+	if (e->serving)
+		return;
+	if (!e->q_head[q] || (lo && now - lo->submit_ns >= EMU_PRIO_AGING_NS &&
+			      now - e->low_served_ns >= EMU_PRIO_AGING_NS))
+		q = ZA_DEV_PRIO_LOW;
+	req = e->q_head[q];
+	if (!req)
+		return;
+	e->q_head[q] = req->next;
+	if (!req->next)
+		e->q_tail[q] = NULL;
+	req->next = NULL;
+	/* Back to back while busy: no drift from the loop's lateness. */
+	start = e->busy_until_ns > req->submit_ns ? e->busy_until_ns :
+						    req->submit_ns;
+	e->busy_until_ns = start + emu_service_ns(e, req);
+	if (q == ZA_DEV_PRIO_LOW)
+		e->low_served_ns = now;
+	e->serving = req;
+	e->svc.fn = emu_svc_done;
+	za_io_defer_at(e->dev.io, &e->svc, e->busy_until_ns);
+}
+
+static void emu_enqueue(struct emu *e, struct za_dev_req *req, int result)
+{
+	unsigned q = req->prio == ZA_DEV_PRIO_LOW ? ZA_DEV_PRIO_LOW :
+						    ZA_DEV_PRIO_NORMAL;
+
+	req->result = result; /* what it will complete with */
+	req->submit_ns = za_io_now_ns();
+	req->next = NULL;
+	if (e->q_tail[q])
+		e->q_tail[q]->next = req;
+	else
+		e->q_head[q] = req;
+	e->q_tail[q] = req;
+	emu_serve(e);
+}
+
 static void emu_submit(struct za_dev *dev, struct za_dev_req *req)
 {
 	struct emu *e = to_emu(dev);
@@ -604,16 +684,10 @@ static void emu_submit(struct za_dev *dev, struct za_dev_req *req)
 		break;
 	}
 out:
-	if (e->bw || e->lat_ns || e->seek_ns) {
-		uint64_t now = za_io_now_ns();
-		uint64_t start = e->busy_until_ns > now ? e->busy_until_ns :
-							  now;
-
-		e->busy_until_ns = start + emu_service_ns(e, req);
-		za_dev_complete_at(req, ret, e->busy_until_ns);
-	} else {
+	if (e->bw || e->lat_ns || e->seek_ns || e->serving)
+		emu_enqueue(e, req, ret);
+	else
 		za_dev_complete(req, ret);
-	}
 }
 
 static int emu_report_zones(struct za_dev *dev, uint64_t from_bytes,
@@ -683,7 +757,8 @@ static int emu_power_cut(struct za_dev *dev)
 		zent_store(e, i);
 	}
 	e->dirty_bytes = 0;
-	e->busy_until_ns = 0;
+	if (!e->serving)
+		e->busy_until_ns = 0;
 	return ret;
 }
 

@@ -156,6 +156,7 @@ static void fault_submit(struct za_dev *dev, struct za_dev_req *req)
 	fr->shadow.off_bytes = req->off_bytes;
 	fr->shadow.len_bytes = req->len_bytes;
 	fr->shadow.buf = req->buf;
+	fr->shadow.prio = req->prio;
 	fr->shadow.done = fault_shadow_done;
 	za_dev_submit(f->inner, &fr->shadow);
 }

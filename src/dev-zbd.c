@@ -680,6 +680,9 @@ static void zb_zs_open_implicit(struct zb_dev *zd, struct zb_zs *zs)
 
 /* ---- io_uring ---- */
 
+/* IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0) (linux/ioprio.h; stable ABI). */
+#define ZB_IOPRIO_IDLE ((uint16_t)(3u << 13))
+
 static void zb_kick(struct zb_dev *zd, uint32_t idx);
 static void zb_cqe_read(struct za_io_cqe_handler *h,
 			const struct io_uring_cqe *cqe);
@@ -702,6 +705,11 @@ static int zb_issue_rw(struct zb_dev *zd, struct za_dev_req *req, bool write,
 				   (unsigned)req->len_bytes, off);
 		req->cqe.fn = zb_cqe_read;
 	}
+	/* Background work in the idle class: mq-deadline (the scheduler of
+	 * zoned drives) queues it apart and serves it when nothing else
+	 * waits, aging it after prio_aging_expire; BE levels it ignores. */
+	if (req->prio == ZA_DEV_PRIO_LOW)
+		sqe->ioprio = ZB_IOPRIO_IDLE;
 	io_uring_sqe_set_data(sqe, &req->cqe);
 	return 0;
 }

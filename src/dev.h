@@ -126,6 +126,25 @@ const char *za_dev_op_str(enum za_dev_op op);
  *  -ENODEV       the device failed or vanished.
  */
 
+/*
+ * Priority of a request in the drive's queue. Background work (rebuild,
+ * drain, scrub) submits LOW so that user I/O queued behind it on the same
+ * drive goes first: a drive serves one request at a time, and a FUA write
+ * queued behind a dozen rebuild reads would wait for all of them. LOW
+ * requests are served when no NORMAL one waits, or once they have waited
+ * long enough (the backend's aging: they are delayed, never starved).
+ * What a backend does with it: emu, its performance model (two queues,
+ * see dev-emu.c); zbd, the kernel's I/O priority (IOPRIO_CLASS_IDLE,
+ * which mq-deadline, the scheduler zoned drives use, queues apart and
+ * ages); fault passes it on. Writes to one zone keep their submission
+ * order whatever their priority; give all writes of a zone one priority.
+ */
+enum za_dev_prio {
+	ZA_DEV_PRIO_NORMAL = 0,
+	ZA_DEV_PRIO_LOW = 1,
+};
+#define ZA_DEV_NR_PRIO 2
+
 struct za_dev_req {
 	/* Set by the caller. */
 	enum za_dev_op op;
@@ -134,6 +153,7 @@ struct za_dev_req {
 	void *buf; /* aligned to lblock_bytes */
 	void (*done)(struct za_dev_req *req);
 	void *priv;
+	enum za_dev_prio prio; /* 0 (NORMAL) unless set */
 
 	/* Set before done() runs. */
 	int result; /* 0 or -errno */
@@ -167,7 +187,9 @@ struct za_dev_ops {
 	/*
 	 * Asynchronous, loop thread. The request has passed the common
 	 * argument checks (za_dev_submit()). The backend must eventually call
-	 * za_dev_complete() exactly once, never from inside submit().
+	 * za_dev_complete() exactly once, never from inside submit(). It
+	 * serves req->prio as far as the device allows (enum za_dev_prio);
+	 * a wrapper passes it on to the device it wraps.
 	 */
 	void (*submit)(struct za_dev *dev, struct za_dev_req *req);
 	/*

@@ -44,7 +44,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: zarrayd [-s SOCKET] [--run-dir DIR] [--state-dir DIR] "
 		"[-f] [-v]\n"
-		"               [--rebuild auto|manual] [--fault-injection]\n"
+		"               [--rebuild auto|manual] [--max-read-errors N]\n"
+		"               [--fault-injection]\n"
 		"\n"
 		"The zarray array service: assembles the arrays recorded in "
 		"its state\ndirectory and serves the zarray command over a "
@@ -58,11 +59,15 @@ static void usage(FILE *f)
 		"      --rebuild POLICY  auto (default): rebuild lost "
 		"redundancy by itself;\n"
 		"                      manual: only on zarray rebuild start\n"
+		"      --max-read-errors N  fail a member after more than N "
+		"read errors\n"
+		"                      (default %u, as md; 0: never)\n"
 		"      --fault-injection  testing only: zarray debug inject\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this help\n"
 		"\nSee zarrayd(8).\n",
-		ZA_DAEMON_SOCKET, ZA_DAEMON_RUN_DIR, ZA_DAEMON_STATE_DIR);
+		ZA_DAEMON_SOCKET, ZA_DAEMON_RUN_DIR, ZA_DAEMON_STATE_DIR,
+		ZA_ARRAY_MAX_READ_ERRORS);
 }
 
 /* The daemon changes to / : make every path absolute first. */
@@ -146,7 +151,13 @@ static void detach_stdio(void)
 
 int main(int argc, char **argv)
 {
-	enum { O_RUN_DIR = 256, O_STATE_DIR, O_FAULT_INJECTION, O_REBUILD };
+	enum {
+		O_RUN_DIR = 256,
+		O_STATE_DIR,
+		O_FAULT_INJECTION,
+		O_REBUILD,
+		O_MAX_READ_ERRORS
+	};
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "run-dir", required_argument, NULL, O_RUN_DIR },
@@ -155,6 +166,8 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "fault-injection", no_argument, NULL, O_FAULT_INJECTION },
 		{ "rebuild", required_argument, NULL, O_REBUILD },
+		{ "max-read-errors", required_argument, NULL,
+		  O_MAX_READ_ERRORS },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -204,6 +217,24 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
+		case O_MAX_READ_ERRORS: {
+			char *end;
+			unsigned long n;
+
+			errno = 0;
+			n = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || errno || n > 1000000 ||
+			    optarg[0] == '-' || optarg[0] == '+' ||
+			    optarg[0] == ' ') {
+				fprintf(stderr,
+					"zarrayd: --max-read-errors is a "
+					"number from 0 to 1000000, not '%s'\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			za_array_set_max_read_errors((unsigned)n);
+			break;
+		}
 		case 'V':
 			printf("zarrayd %s\n", PACKAGE_VERSION);
 			return 0;

@@ -296,6 +296,12 @@ static void run_end(struct za_rebuild *rb, int result)
 		    (unsigned long long)rb->st.cols_dead,
 		    (unsigned long long)rb->st.cols_failed,
 		    (double)(rb->end_ns - rb->start_ns) / 1e9);
+	if (rb->st.cols_waiting)
+		za_log_warn(
+			"rebuild: %llu columns have no member outside their "
+			"segment with a free zone: the array stays "
+			"degraded until a drive is added",
+			(unsigned long long)rb->st.cols_waiting);
 	if (rb->p.finished)
 		rb->p.finished(rb, result, rb->p.priv);
 }
@@ -426,6 +432,11 @@ static void dispatch(struct za_rebuild *rb)
 		ret = col_start(rb, s, col);
 		if (ret == -EBUSY) {
 			rb->busy_left = true;
+		} else if (ret == -ENOSPC) {
+			/* Every member outside the segment is in it, failed
+			 * or full: not an error, the column waits for a drive
+			 * (za_array_add starts the rebuild again). */
+			rb->st.cols_waiting++;
 		} else if (ret && ret != -EALREADY && ret != -ENOENT) {
 			za_log_err("rebuild: segment %llu column %u: %s",
 				   (unsigned long long)s->d.seg_id, col,
@@ -551,6 +562,7 @@ static void pass_begin(struct za_rebuild *rb)
 	size_t n, i;
 	int ret = 0;
 
+	rb->st.cols_waiting = 0; /* counted again by this pass */
 	n = za_engine_degraded(rb->p.eng, NULL, 0);
 	if (!n) {
 		run_end(rb, rb->error);

@@ -56,6 +56,8 @@ struct za_rebuild_status {
 	uint64_t eta_s; /* 0: unknown */
 	uint64_t read_bytes, written_bytes; /* device bytes */
 	uint64_t cols_done, cols_dead, cols_failed;
+	uint64_t cols_waiting; /* no member outside the segment can take
+				* them: they wait for a drive (last pass) */
 	uint64_t rate_limit_bps;
 	uint64_t elapsed_ns; /* of the current or last run */
 	int last_error;

@@ -5,7 +5,8 @@
  * (za_engine_stripe_check), counts what is wrong by kind, and repairs a
  * segment whose columns went bad by moving each bad column elsewhere,
  * rebuilt from the others. It does not scrub segments still being
- * written, nor decide when to run, nor persist its position.
+ * written, nor decide when to run, nor persist its position (it says
+ * when the position moves: the owner persists it).
  *
  * Big theory
  * ----------
@@ -647,7 +648,7 @@ static int seg_start(struct za_scrub *s, struct sseg *g)
 	const struct za_stripe_layout *l =
 		za_engine_stream_layout(s->p.eng, g->stream);
 	unsigned window = s->p.window ? s->p.window : 2;
-	struct srun *r;
+	struct srun *r, **pp;
 
 	if (!g->nr_live) {
 		g->done = true;
@@ -667,8 +668,15 @@ static int seg_start(struct za_scrub *s, struct sseg *g)
 	r->l = l;
 	r->stripe_bytes = (uint64_t)l->width * l->slot_bytes;
 	r->left_bytes = (uint64_t)g->nr_live * r->stripe_bytes;
-	r->next_run = s->running;
-	s->running = r;
+	/*
+	 * Oldest first: dispatch serves the runs in list order, and under a
+	 * rate limit the first run takes the tokens. The position moves only
+	 * when the oldest segment is done, so a newest-first order would
+	 * starve it and leave nothing to resume from until the very end.
+	 */
+	for (pp = &s->running; *pp; pp = &(*pp)->next_run)
+		;
+	*pp = r;
 	s->nr_running++;
 	return 0;
 }
@@ -706,6 +714,7 @@ static void abort_moves(struct za_scrub *s)
 static void dispatch(struct za_scrub *s)
 {
 	struct srun *r, *next;
+	uint64_t pos = s->position;
 
 	if (!s->in_run)
 		return;
@@ -741,6 +750,8 @@ static void dispatch(struct za_scrub *s)
 	while (s->done_upto < s->next_seg && s->segs[s->done_upto].done)
 		s->position = s->segs[s->done_upto++].id;
 	s->st.position = s->position;
+	if (s->position != pos && s->p.moved)
+		s->p.moved(s, s->position, s->p.priv);
 	if (!s->listed || s->flushing || s->nr_running)
 		return;
 	if (s->stopping) {
@@ -1050,6 +1061,7 @@ int za_scrub_start(struct za_scrub *s)
 	memset(&s->st, 0, sizeof(s->st));
 	s->st.rate_limit_bps = s->p.rate_bps;
 	s->st.position = s->position;
+	s->st.start_position = s->position;
 	s->state = ZA_SCRUB_RUNNING;
 	s->in_run = true;
 	s->listed = false;

@@ -8,8 +8,9 @@
  * with the whole story.
  *
  * It does not decide when to run nor persist anything: array.c starts it
- * (by hand or by schedule) and stores za_scrub_position() where it likes,
- * handing it back as start_after_seg after a restart.
+ * (by hand or by schedule) and stores za_scrub_position() where it likes
+ * (told by moved() each time it advances), handing it back as
+ * start_after_seg or with za_scrub_set_position() after a restart.
  *
  * Everything runs on the loop thread.
  */
@@ -52,6 +53,12 @@ struct za_scrub_params {
 	 * take a moved column), -ECANCELED (za_scrub_stop), -ENOMEM.
 	 */
 	void (*finished)(struct za_scrub *s, int result, void *priv);
+	/*
+	 * Optional, loop thread: the position advanced (a segment, or a run
+	 * of them, is done) to @position during a run. Not called when a run
+	 * ends (finished() is). Must not call back into the scrub.
+	 */
+	void (*moved)(struct za_scrub *s, uint64_t position, void *priv);
 	void *priv;
 };
 
@@ -76,6 +83,7 @@ struct za_scrub_status {
 	uint64_t cols_repair_failed;
 	uint64_t throttled; /* stripes the rate limit held back */
 	uint64_t position; /* za_scrub_position() */
+	uint64_t start_position; /* the position the run started after */
 	uint64_t rate_limit_bps;
 	uint64_t elapsed_ns; /* of the current or last run */
 	int last_error;

@@ -50,6 +50,18 @@
  * group that did not complete is written again, whole, from the buffer
  * still held, into a new group, keeping its sequence number.
  *
+ * Degraded segments: with fewer writable members than k+p (members lost
+ * and none added yet) but at least k, a group opens one segment on the
+ * members there are and its last columns (parity first, so reads need no
+ * decode) are *absent*: born lost, recorded as ZA_STRIPE_MEMBER_ABSENT in
+ * every header. Parity of the present columns is computed as usual. An
+ * absent column is a lost column with no member: in memory it names
+ * member ZA_STRIPE_MEMBER_ABSENT, an entry past the real members that is
+ * never readable nor writable (no device), so that reads, rebuilds, scrub
+ * and za_engine_degraded() treat it as lost without knowing about it, and
+ * a rebuild restores it like any other. Never chosen while k+p members
+ * are writable: an absent column is redundancy given away.
+ *
  * Reads are per (stripe, column) unit: the column's header and the needed
  * payload range are read, every block is checked against the CRC in the
  * header, and the header against the segment it should belong to. A unit
@@ -188,11 +200,23 @@ struct za_engine {
 	unsigned reads; /* reads in flight */
 	unsigned rel_pending; /* group releases not finished */
 	unsigned rebuilds; /* column rebuilds running */
+	unsigned max_read_errors; /* fail a member past this; 0: never */
 	struct za_engine_stats st;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
 };
+
+/* The "no member" entry of absent columns is e->m[ZA_STRIPE_MEMBER_ABSENT]:
+ * e->m always has room for every member index and that one. */
+_Static_assert(ZA_STRIPE_MEMBER_ABSENT == ZA_SB_MAX_MEMBERS,
+	       "absent columns index the entry past the largest member");
+#define M_SLOTS (ZA_SB_MAX_MEMBERS + 1u)
+
+static bool col_absent(const struct za_segment *g, unsigned c)
+{
+	return g->member[c] == ZA_STRIPE_MEMBER_ABSENT;
+}
 
 static bool writable(const struct member *m)
 {
@@ -375,15 +399,19 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 	e->next_seg_id = prm->next_seg_id;
 	e->next_group_id = prm->next_seg_id;
 	e->inflight_per_seg = prm->inflight_per_seg ? prm->inflight_per_seg : 4;
+	e->max_read_errors = prm->max_read_errors;
 	e->member_failed = prm->member_failed;
 	e->priv = prm->priv;
 	e->io_max = 1u << 30;
 	e->nr_members = prm->nr_members;
-	e->m = calloc(prm->nr_members, sizeof(*e->m));
+	/* Fixed: member pointers stay valid, and absent columns index the
+	 * last entry (no device, never readable). */
+	e->m = calloc(M_SLOTS, sizeof(*e->m));
 	if (!e->m) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
+	e->m[ZA_STRIPE_MEMBER_ABSENT].state = ZA_MEMBER_REMOVED;
 	for (i = 0; i < prm->nr_members; i++) {
 		e->m[i].state = prm->states[i];
 		if (!prm->devs[i]) {
@@ -529,14 +557,35 @@ static unsigned nr_writable(const struct za_engine *e)
 	return n;
 }
 
+/* Has a segment of @grp absent columns (opened on too few members)? */
+static bool group_degraded(const struct group *grp)
+{
+	unsigned j, c;
+
+	for (j = 0; j < grp->w; j++)
+		for (c = 0; grp->segs[j] && c < grp->st->l.width; c++)
+			if (col_absent(grp->segs[j], c))
+				return true;
+	return false;
+}
+
 /*
  * Open a group for @st: W segments on W * width distinct members chosen
  * by free zones. Fewer segments than wanted when members are short of
- * zones or of open-zone budget; NULL when not even one fits.
+ * zones or of open-zone budget; NULL when not even one fits. With fewer
+ * writable members than width but at least k candidates: one segment on
+ * them, its last columns absent (parity first: reads need no decode).
  */
+/* A group's shuffle seed: any well-mixed function of its id (never 0,
+ * which xorshift cannot leave). Deterministic, so tests replay. */
+static uint64_t grp_shuffle_seed(uint64_t group_id)
+{
+	return group_id * 0x9e3779b97f4a7c15ull + 1;
+}
+
 static struct group *group_open(struct za_engine *e, struct stream *st)
 {
-	unsigned *cand, n = 0, i, j, w = st->l.width, want, nseg;
+	unsigned *cand, n = 0, i, j, w = st->l.width, want, nseg, present;
 	uint64_t min_cap = UINT64_MAX;
 	struct group *grp;
 
@@ -554,12 +603,18 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 	if (st->max_segs && want > st->max_segs)
 		want = st->max_segs;
 	nseg = n / w < want ? n / w : want;
+	present = w;
+	if (!want && n >= st->l.k) {
+		/* Forced: fewer than k+p members can write at all. */
+		nseg = 1;
+		present = n;
+	}
 	if (!nseg) {
 		free(cand);
 		return NULL;
 	}
-	/* Partial selection sort: the nseg * w best candidates first. */
-	for (i = 0; i < nseg * w; i++) {
+	/* Partial selection sort: the nseg * present best candidates first. */
+	for (i = 0; i < nseg * present; i++) {
 		unsigned best = i;
 
 		for (j = i + 1; j < n; j++)
@@ -568,6 +623,30 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		j = cand[i];
 		cand[i] = cand[best];
 		cand[best] = j;
+	}
+	/*
+	 * Decluster (as dRAID does): shuffle the chosen members before they
+	 * are cut into segments, differently for every group, so that the
+	 * members a drive shares segments with spread over the whole array.
+	 * Cut in order, the rotation of ties kept each drive with the same
+	 * few neighbours, and a rebuild read all of a failed drive's columns
+	 * from about 2(k+p) drives however many survived (docs/design.md
+	 * 9.4). Which members are chosen does not change.
+	 */
+	{
+		uint64_t x = grp_shuffle_seed(e->next_group_id);
+
+		for (i = nseg * present; i > 1; i--) {
+			unsigned t;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			j = (unsigned)(x % i);
+			t = cand[i - 1];
+			cand[i - 1] = cand[j];
+			cand[j] = t;
+		}
 	}
 	grp = calloc(1, sizeof(*grp));
 	if (grp)
@@ -594,13 +673,19 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		g->state = ZA_SEG_OPEN;
 		g->taking = true;
 		for (i = 0; i < w; i++) {
-			struct member *m = &e->m[cand[j * w + i]];
+			struct member *m;
 
+			g->col_upto[i] = UINT32_MAX;
+			if (i >= present) { /* born lost: no member, no zone */
+				g->member[i] = ZA_STRIPE_MEMBER_ABSENT;
+				g->hdr_member[i] = ZA_STRIPE_MEMBER_ABSENT;
+				continue;
+			}
+			m = &e->m[cand[j * w + i]];
 			g->member[i] = (uint16_t)cand[j * w + i];
 			g->zone[i] = take_zone(m);
 			g->hdr_member[i] = g->member[i];
 			g->hdr_zone[i] = g->zone[i];
-			g->col_upto[i] = UINT32_MAX;
 			m->active++;
 			m->taking |= 1u << st->id;
 			if (m->zcap[g->zone[i]] < min_cap)
@@ -617,9 +702,14 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 	grp->hnext = e->ghash[grp->id % SEG_HASH];
 	e->ghash[grp->id % SEG_HASH] = grp;
 	st->cur = grp;
-	e->rot += nseg * w;
+	e->rot += nseg * present;
 	e->st.groups_opened++;
 	free(cand);
+	if (present < w)
+		za_log_warn("stream %u: group %llu opened degraded: %u of %u "
+			    "columns (%u writable members), %u absent",
+			    st->id, (unsigned long long)grp->id, present, w,
+			    nr_writable(e), w - present);
 	za_log_debug("stream %u: group %llu opened: %u segments of %u stripes",
 		     st->id, (unsigned long long)grp->id, nseg,
 		     grp->nr_stripes);
@@ -660,6 +750,8 @@ static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 		struct member *m = &e->m[g->member[i]];
 		uint64_t zstart = (uint64_t)g->zone[i] * m->zone_bytes;
 
+		if (col_absent(g, i))
+			continue; /* no zone was taken for it */
 		m->active--;
 		if (!g->fin || !writable(m) ||
 		    (uint64_t)g->next_stripe * g->st->l.slot_bytes >=
@@ -847,6 +939,8 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 		h.zones[i] = g->hdr_zone[i];
 	}
 	for (c = 0; c < l->width; c++) {
+		if (col_absent(g, c))
+			continue; /* never written: no header, no CRCs */
 		h.col = (uint8_t)c;
 		for (j = 0; j < l->col_blocks; j++)
 			h.blk_crc[j] = za_crc32c(
@@ -889,12 +983,16 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
 		group_stop(e, grp);
 	stripe_prepare(e, s, g);
-	s->pending = l->width * st->parts;
+	s->pending = 0;
+	for (c = 0; c < l->width; c++)
+		s->pending += col_absent(g, c) ? 0 : st->parts;
 	for (c = 0; c < l->width; c++) {
 		struct member *m = &e->m[g->member[c]];
 		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
 			       (uint64_t)s->stripe_idx * l->slot_bytes;
 
+		if (col_absent(g, c))
+			continue; /* born lost: nothing to write */
 		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
 			  ZA_DEV_OP_WRITE, off, l->slot_bytes,
 			  s->buf + c * l->slot_bytes, col_write_done, s);
@@ -917,8 +1015,9 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 			if (!e->inflight) {
 				za_log_err("stream %u: no segment can be "
 					   "opened: %u writable members for "
-					   "%u columns",
-					   st->id, nr_writable(e), st->l.width);
+					   "%u columns (%u at least)",
+					   st->id, nr_writable(e), st->l.width,
+					   st->l.k);
 				stripe_fail_all(st, -ENOSPC);
 			}
 			break;
@@ -1016,9 +1115,8 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
 	struct member *m;
 	int ret;
 
-	/* Column rebuilds hold member pointers: add between them. */
-	if (e->rebuilds)
-		return -EBUSY;
+	/* e->m never moves (M_SLOTS), so column rebuilds running keep their
+	 * member pointers: a member is added whenever it comes. */
 	if (n >= ZA_SB_MAX_MEMBERS)
 		return -ENOSPC;
 	/* Stripe buffers are split for the engine's I/O size already. */
@@ -1030,12 +1128,9 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
 	for (i = 0; i < e->nr_streams; i++)
 		if (e->streams[i].l.chunk_bytes % dev->caps.write_gran_bytes)
 			return -EINVAL;
-	m = realloc(e->m, (n + 1) * sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	e->m = m;
-	memset(&e->m[n], 0, sizeof(e->m[n]));
-	e->m[n].state = ZA_MEMBER_ONLINE;
+	m = &e->m[n]; /* e->m has room for every member index */
+	memset(m, 0, sizeof(*m));
+	m->state = ZA_MEMBER_ONLINE;
 	ret = member_init(e, n, dev, 8192);
 	if (ret) {
 		free(e->m[n].zkind);
@@ -1048,6 +1143,11 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
 	*idx = n;
 	za_log_info("%s: member %u added: %u free zones", dev->path, n,
 		    e->m[n].free_zones);
+	/* A degraded group taking stripes stops: the next one may be full
+	 * width now, and its absent columns can be rebuilt once sealed. */
+	for (i = 0; i < e->nr_streams; i++)
+		if (e->streams[i].cur && group_degraded(e->streams[i].cur))
+			group_stop(e, e->streams[i].cur);
 	pump(e);
 	return 0;
 }
@@ -1134,6 +1234,60 @@ static void col_write_done(struct za_dev_req *req)
 
 /* ---- flush ---- */
 
+/*
+ * Lost columns (absent, or on a member not readable) of the worst segment
+ * that may hold live data (a segment whose lost columns were all marked
+ * dead holds none there); *beyond is set when some segment lost more than
+ * its code's p: data there is gone. Members count only through the
+ * segments they hold: a lost member whose columns were rebuilt, or two
+ * that never shared a segment, lose nothing.
+ */
+static unsigned seg_lost_scan(const struct za_engine *e, bool *beyond)
+{
+	const struct za_segment *g;
+	unsigned i, c, worst = 0;
+	bool any = false;
+
+	*beyond = false;
+	for (i = 0; i < e->nr_members && !any; i++)
+		any = !readable(&e->m[i]);
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext) {
+			uint64_t lost = 0;
+			unsigned n;
+
+			if (g->grp->releasing || !g->next_stripe)
+				continue;
+			for (c = 0; c < g->st->l.width; c++)
+				if (col_absent(g, c) ||
+				    (any && !readable(&e->m[g->member[c]])))
+					lost |= 1ull << c;
+			if (!(lost & ~g->dead_cols))
+				continue;
+			n = (unsigned)__builtin_popcountll(lost);
+			if (n > worst)
+				worst = n;
+			if (n > g->st->l.p)
+				*beyond = true;
+		}
+	return worst;
+}
+
+unsigned za_engine_seg_lost_max(const struct za_engine *e)
+{
+	bool beyond;
+
+	return seg_lost_scan(e, &beyond);
+}
+
+static int flush_result(const struct za_engine *e)
+{
+	bool beyond;
+
+	seg_lost_scan(e, &beyond);
+	return beyond ? -EIO : 0;
+}
+
 static void flush_done(struct za_dev_req *req)
 {
 	struct za_engine_flush *f = req->priv;
@@ -1148,7 +1302,7 @@ static void flush_done(struct za_dev_req *req)
 		return;
 	free(f->reqs);
 	f->reqs = NULL;
-	f->done(f, za_engine_nr_lost(e) > e->streams[0].l.p ? -EIO : 0);
+	f->done(f, flush_result(e));
 	pump(e);
 }
 
@@ -1159,8 +1313,7 @@ static void flush_none(struct za_io_defer *d)
 					   offsetof(struct za_engine_flush,
 						    defer));
 
-	f->done(f,
-		za_engine_nr_lost(f->eng) > f->eng->streams[0].l.p ? -EIO : 0);
+	f->done(f, flush_result(f->eng));
 }
 
 void za_engine_flush(struct za_engine *e, struct za_engine_flush *f)
@@ -1308,6 +1461,34 @@ static void col_io_free(struct col_io *ci)
 	free(ci);
 }
 
+/*
+ * Called where a member's read error is counted: past max_read_errors it
+ * is failed, as after a write error, unless p members are lost already
+ * (failing it would leave its stripes beyond their redundancy, while its
+ * errors are still repaired); that is said once, when the count passes.
+ */
+static void read_errors_check(struct za_engine *e, unsigned idx)
+{
+	struct member *m = &e->m[idx];
+
+	if (!e->max_read_errors || m->st.err_read <= e->max_read_errors ||
+	    (m->state != ZA_MEMBER_ONLINE && m->state != ZA_MEMBER_DRAINING))
+		return;
+	if (za_engine_nr_lost(e) >= e->streams[0].l.p) {
+		if (m->st.err_read == (uint64_t)e->max_read_errors + 1)
+			za_log_err("%s: member %u: %llu read errors, more than "
+				   "%u, but %u members are lost already: kept",
+				   m->dev->path, idx,
+				   (unsigned long long)m->st.err_read,
+				   e->max_read_errors, za_engine_nr_lost(e));
+		return;
+	}
+	za_log_err("%s: member %u: %llu read errors, more than %u: failing it",
+		   m->dev->path, idx, (unsigned long long)m->st.err_read,
+		   e->max_read_errors);
+	member_fail(e, idx, -EIO, true);
+}
+
 static void col_read_done(struct za_dev_req *req)
 {
 	struct col_io *ci = req->priv;
@@ -1325,6 +1506,7 @@ static void col_read_done(struct za_dev_req *req)
 			    strerror(-req->result));
 		if (req->result == -ENODEV)
 			member_fail(e, midx, req->result, true);
+		read_errors_check(e, midx);
 	}
 	if (--ci->pending)
 		return;
@@ -1473,7 +1655,8 @@ static int unit_decode(struct za_engine *e, struct rd_unit *u)
 	for (j = 0; j < u->n; j++)
 		if (unit_wants(e, u, u->lo + j, &dst))
 			u->r->repaired_blocks++;
-	m->st.repaired_bytes += (uint64_t)u->n * 4096;
+	if (!col_absent(u->g, u->col)) /* absent: no member to count on */
+		m->st.repaired_bytes += (uint64_t)u->n * 4096;
 	e->st.blocks_repaired += u->n;
 	return 0;
 }
@@ -1872,12 +2055,18 @@ void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
 		sp->total_zones += tc[n];
 		n++;
 	}
-	sp->free_segs = segs_from(fc, n, l->width);
-	sp->total_segs = segs_from(tc, n, l->width);
+	/* Fewer writable members than columns: segments open on all of
+	 * them, the rest absent (group_open). */
+	sp->free_segs =
+		segs_from(fc, n, n < l->width && n >= l->k ? n : l->width);
+	sp->total_segs =
+		segs_from(tc, n, n < l->width && n >= l->k ? n : l->width);
 	for (i = 0; i < e->nr_streams; i++) {
 		const struct stream *st = &e->streams[i];
 		unsigned segs = w / st->l.width;
 
+		if (!segs && w >= st->l.k)
+			segs = 1; /* one degraded segment */
 		if (st->max_segs && segs > st->max_segs)
 			segs = st->max_segs;
 		/* Other streams' segments, counted as whole data segments. */
@@ -1944,12 +2133,16 @@ static struct za_segment *rec_segment(struct za_engine *e,
 	if (st->l.k != h->k || st->l.p != h->p || st->l.rows != h->rows ||
 	    st->l.chunk_bytes != h->chunk_bytes)
 		return NULL;
-	for (i = 0; i < width; i++)
-		if (h->members[i] >= e->nr_members ||
-		    h->zones[i] >= (e->m[h->members[i]].nr_zones ?
-					    e->m[h->members[i]].nr_zones :
-					    UINT32_MAX))
+	for (i = 0; i < width; i++) {
+		unsigned mi = h->members[i];
+
+		if (mi == ZA_STRIPE_MEMBER_ABSENT)
+			continue; /* born lost: the "no member" entry */
+		if (mi >= e->nr_members ||
+		    h->zones[i] >= (e->m[mi].nr_zones ? e->m[mi].nr_zones :
+							UINT32_MAX))
 			return NULL;
+	}
 	grp = group_find(e, h->group_id);
 	if (!grp) {
 		grp = calloc(1, sizeof(*grp));
@@ -2730,6 +2923,7 @@ struct rb_priv {
 	struct za_segment *g;
 	struct member *dst;
 	unsigned parts;
+	uint32_t part_bytes; /* RB_IO_BYTES, or less if a member wants */
 	uint32_t next_start, next_write, written;
 	unsigned window;
 	struct rb_ent *ent;
@@ -2807,6 +3001,39 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 }
 
 static void rb_pump(struct za_col_rebuild *cr);
+
+/*
+ * A rebuild's slot I/O, as requests of at most RB_IO_BYTES at
+ * ZA_DEV_PRIO_LOW. A drive serves one request at a time and does not
+ * preempt: a user write arriving while a rebuild request is in service
+ * waits for the rest of it, so that request must be short next to the
+ * user's own (16 KiB is 16 ms at 1 MB/s, a few at real drive speeds); a
+ * real drive's scheduler merges the pieces back while nothing else waits.
+ */
+#define RB_IO_BYTES (16u << 10)
+
+static void rb_reqs(const struct rb_priv *rp, struct za_dev_req *reqs,
+		    enum za_dev_op op, uint64_t off_bytes, uint8_t *buf,
+		    void (*done)(struct za_dev_req *req), void *priv)
+{
+	uint64_t len = rp->g->st->l.slot_bytes;
+	unsigned i;
+
+	for (i = 0; i < rp->parts; i++) {
+		struct za_dev_req *r = &reqs[i];
+		uint64_t po = (uint64_t)i * rp->part_bytes;
+
+		memset(r, 0, sizeof(*r));
+		r->op = op;
+		r->off_bytes = off_bytes + po;
+		r->len_bytes = len - po > rp->part_bytes ? rp->part_bytes :
+							   len - po;
+		r->buf = buf + po;
+		r->done = done;
+		r->priv = priv;
+		r->prio = ZA_DEV_PRIO_LOW;
+	}
+}
 
 static void rb_end(struct za_col_rebuild *cr)
 {
@@ -3030,8 +3257,8 @@ static void rb_write_ready(struct za_col_rebuild *cr)
 		en->ready = false;
 		en->wpending = rp->parts;
 		en->werr = 0;
-		slot_reqs(rp->e, en->wreqs, rp->parts, ZA_DEV_OP_WRITE, base,
-			  l->slot_bytes, en->out, rb_write_done, en);
+		rb_reqs(rp, en->wreqs, ZA_DEV_OP_WRITE, base, en->out,
+			rb_write_done, en);
 		rp->next_write++;
 		for (i = 0; i < rp->parts; i++)
 			za_dev_submit(rp->dst->dev, &en->wreqs[i]);
@@ -3178,6 +3405,7 @@ static void rb_read_done(struct za_dev_req *req)
 		en->col_pending[c] |= 0x80000000u; /* failed */
 		if (req->result == -ENODEV)
 			member_fail(e, g->member[c], req->result, true);
+		read_errors_check(e, g->member[c]);
 	}
 	if ((--en->col_pending[c] & 0x7fffffffu))
 		return;
@@ -3234,9 +3462,8 @@ static bool rb_read_col(struct za_col_rebuild *cr, struct rb_ent *en,
 	en->outstanding++;
 	en->col_member[c] = g->member[c];
 	m->rb_reads++;
-	slot_reqs(e, &en->reqs[c * rp->parts], rp->parts, ZA_DEV_OP_READ, base,
-		  l->slot_bytes, en->in + (size_t)c * l->slot_bytes,
-		  rb_read_done, en);
+	rb_reqs(rp, &en->reqs[c * rp->parts], ZA_DEV_OP_READ, base,
+		en->in + (size_t)c * l->slot_bytes, rb_read_done, en);
 	for (i = 0; i < rp->parts; i++)
 		za_dev_submit(m->dev, &en->reqs[c * rp->parts + i]);
 	return true;
@@ -3439,7 +3666,9 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	rp->dst = &e->m[cr->member];
 	rp->old_member = g->member[cr->col];
 	rp->old_zone = g->zone[cr->col];
-	rp->parts = (unsigned)((l->slot_bytes + e->io_max - 1) / e->io_max);
+	rp->part_bytes = e->io_max < RB_IO_BYTES ? e->io_max : RB_IO_BYTES;
+	rp->parts = (unsigned)((l->slot_bytes + rp->part_bytes - 1) /
+			       rp->part_bytes);
 	rp->window = cr->window ? cr->window : 4;
 	rp->ent = calloc(rp->window, sizeof(*rp->ent));
 	if (!rp->ent)
@@ -3748,6 +3977,7 @@ static void sc_read_done(struct za_dev_req *req)
 		sp->failed |= 1ull << c;
 		if (req->result == -ENODEV)
 			member_fail(e, g->member[c], req->result, true);
+		read_errors_check(e, g->member[c]);
 	}
 	if (--sp->col_pending[c])
 		return;
@@ -3822,6 +4052,8 @@ int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc)
 			  ZA_DEV_OP_READ, base, l->slot_bytes,
 			  sp->buf + (size_t)c * l->slot_bytes, sc_read_done,
 			  sc);
+		for (i = 0; i < sp->parts; i++) /* scrub: background */
+			sp->reqs[c * sp->parts + i].prio = ZA_DEV_PRIO_LOW;
 	}
 	if (!sp->outstanding) { /* done() still on the loop, never here */
 		sp->defer.fn = sc_none;

@@ -5,7 +5,10 @@
  * reads, member exclusion.
  *
  * A segment is k+p zones on k+p distinct members, written together as a
- * log of fixed-size stripes (stripe.h) and sealed when full. The engine
+ * log of fixed-size stripes (stripe.h) and sealed when full. With fewer
+ * than k+p writable members (but k at least) new segments open on the
+ * members there are, the missing columns absent (born lost, rebuilt
+ * like lost ones once members are added). The engine
  * keeps enough segments open on disjoint members that every writable
  * member is busy, places new segments by free zones, and never places one
  * on a failed, missing, draining or removed member. docs/design.md,
@@ -56,6 +59,13 @@ struct za_engine_params {
 	uint64_t next_seg_id; /* first segment id */
 	unsigned inflight_per_seg; /* stripes in flight per segment; 0: 4 */
 	unsigned max_group_segs; /* data write set width; 0: as many as fit */
+	/*
+	 * Read errors (I/O errors from the drive, not checksum mismatches) a
+	 * member may return before the engine fails it, as one write error
+	 * does; 0: never. It is not failed while p members are lost already:
+	 * its errors are still repaired from the others.
+	 */
+	unsigned max_read_errors;
 	/*
 	 * Called (loop thread) when the engine excludes a member after I/O
 	 * errors, after it has stopped placing anything on it; array.c
@@ -156,8 +166,10 @@ void za_engine_write(struct za_engine *e, struct za_stripe_w *s);
 
 /*
  * FLUSH every online member. done(0) when all flushed (a member that fails
- * meanwhile is excluded and does not count), -EIO when more than p
- * members are lost.
+ * meanwhile is excluded and does not count), -EIO when some segment that
+ * may hold live data has lost more than p columns (absent ones included):
+ * not when more than p members are lost but their columns were rebuilt or
+ * never shared a segment.
  */
 struct za_engine_flush {
 	void (*done)(struct za_engine_flush *f, int result);
@@ -211,9 +223,10 @@ int za_engine_flush_sync(struct za_engine *e);
 
 /*
  * A new member (zarray add): @dev's data zones must be empty (formatted).
- * New groups use it at once. Returns 0 and its index, -EBUSY while a
- * column rebuild runs, -ENOSPC (1024 members), -EINVAL (I/O size or write
- * granularity unsuitable), -ENOMEM.
+ * New groups use it at once; a group taking stripes with absent columns
+ * (too few members for k+p) stops, so that the next is as wide as the
+ * members now allow. Returns 0 and its index, -ENOSPC (1024 members),
+ * -EINVAL (I/O size or write granularity unsuitable), -ENOMEM.
  */
 int za_engine_member_add(struct za_engine *e, struct za_dev *dev,
 			 unsigned *idx);
@@ -233,13 +246,22 @@ void za_engine_member_stats(const struct za_engine *e, unsigned idx,
 unsigned za_engine_nr_writable(const struct za_engine *e);
 /* Members currently failed or missing. */
 unsigned za_engine_nr_lost(const struct za_engine *e);
+/*
+ * Redundancy the worst segment that may hold live data has lost: its
+ * columns absent (opened on fewer than k+p members) or on members not
+ * readable, rebuilding or not. Lost columns all marked dead
+ * (za_engine_seg_mark_dead) do not count. 0: every segment is whole.
+ */
+unsigned za_engine_seg_lost_max(const struct za_engine *e);
 
 struct za_seg_info {
 	uint64_t id;
 	enum za_seg_state state;
 	uint32_t nr_stripes; /* stripes that fit */
 	uint32_t next_stripe; /* stripes handed out (written or in flight) */
-	uint16_t members[64]; /* per column */
+	/* Per column: where it is now; ZA_STRIPE_MEMBER_ABSENT (zone 0) for
+	 * a column born absent and not rebuilt yet. */
+	uint16_t members[64];
 	uint32_t zones[64]; /* zone index per column */
 };
 /* Returns 0 or -ENOENT. */
@@ -281,7 +303,8 @@ struct za_engine_space {
 	uint64_t free_zones; /* free data zones of writable members */
 	uint64_t total_zones; /* free + used data zones of writable members */
 	/*
-	 * In data-stream segments (k+p zones on distinct members): how many
+	 * In data-stream segments (k+p zones on distinct members, or one
+	 * zone on every writable member when fewer than k+p are): how many
 	 * could still be opened from the free zones, how many the members
 	 * hold in all, and how many one write set of every stream takes.
 	 */
@@ -350,7 +373,8 @@ za_engine_recover(struct za_engine *e,
 
 /* ---- rebuild ---- */
 
-/* A segment with columns on lost members (failed, missing, removed). */
+/* A segment with columns on lost members (failed, missing, removed) or
+ * absent (opened on fewer than k+p members): both are lost columns. */
 struct za_engine_degraded {
 	uint64_t seg_id;
 	uint64_t group_id;
@@ -424,8 +448,9 @@ struct za_col_rebuild {
 	void *priv_eng;
 };
 /*
- * Start it (done() runs later, never inside the call). Returns 0, -ENOENT
- * (no such segment), -EINVAL, -EBUSY (the segment is still written, or
+ * Start it (done() runs later, never inside the call). Its reads and
+ * writes reach the drives at ZA_DEV_PRIO_LOW: user I/O goes first. Returns
+ * 0, -ENOENT (no such segment), -EINVAL, -EBUSY (the segment is still written, or
  * that column is already being rebuilt), -EALREADY (the column is not
  * lost and !move), -ENOSPC (no member can take it, or not @dst_member),
  * -ENOMEM.
@@ -470,7 +495,8 @@ struct za_stripe_check {
 	void *priv_eng;
 };
 /*
- * Start it. Returns 0 (done() runs later), -ENOENT (no such segment, or
+ * Start it; its reads are ZA_DEV_PRIO_LOW (scrub is background work).
+ * Returns 0 (done() runs later), -ENOENT (no such segment, or
  * its group is being released), -EINVAL (stripe not written, no done),
  * -EBUSY (the segment is still taking or writing stripes), -ENOMEM.
  */

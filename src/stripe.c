@@ -104,7 +104,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 {
 	const uint8_t *b = blk;
-	unsigned i, width;
+	unsigned i, width, absent = 0;
 	uint32_t col_blocks;
 
 	if (memcmp(b, HDR_MAGIC, 8))
@@ -177,13 +177,25 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 	for (i = 0; i < 64; i++) {
 		uint16_t m = za_get_le16(b + HDR_MEMBERS_OFF + 2 * i);
 
-		if (i < width ? m >= ZA_SB_MAX_MEMBERS : m != HDR_MEMBER_NONE)
-			return -EBADMSG;
 		h->members[i] = m;
 		h->zones[i] = za_get_le32(b + HDR_ZONES_OFF + 4 * i);
-		if (i >= width && h->zones[i])
+		if (i >= width) {
+			if (m != HDR_MEMBER_NONE || h->zones[i])
+				return -EBADMSG;
+		} else if (m == ZA_STRIPE_MEMBER_ABSENT) {
+			/* Born lost: no zone; this column only if a
+			 * rebuild wrote it elsewhere. */
+			if (h->zones[i] ||
+			    (i == h->col &&
+			     !(h->flags & ZA_STRIPE_F_RELOCATED)))
+				return -EBADMSG;
+			absent++;
+		} else if (m >= ZA_SB_MAX_MEMBERS) {
 			return -EBADMSG;
+		}
 	}
+	if (absent > h->p)
+		return -EBADMSG;
 	for (i = 0; i < ZA_STRIPE_MAX_COL_BLOCKS; i++) {
 		h->blk_crc[i] = za_get_le32(b + HDR_BLKCRC_OFF + 4 * i);
 		if (i >= col_blocks && h->blk_crc[i])

@@ -60,6 +60,17 @@ enum za_stripe_kind {
 #define ZA_STRIPE_F_COMPLETE 0x04u /* last slot of a finished rebuild */
 #define ZA_STRIPE_F_ALL 0x07u
 
+/*
+ * members[c] of a column that is absent: the segment was opened with fewer
+ * writable members than k + p (docs/design.md 9.1), so column c was never
+ * written anywhere (born lost; its zones[c] is 0). At most p columns are
+ * absent, and a header never describes an absent column itself unless it
+ * was written by a rebuild (F_RELOCATED: at_member/at_zone say where).
+ * One past the largest member index, so that it can also name the
+ * engine's "no member" entry.
+ */
+#define ZA_STRIPE_MEMBER_ABSENT 1024u
+
 /* Geometry-derived sizes, computed once (za_stripe_layout_init). */
 struct za_stripe_layout {
 	unsigned k, p, width; /* width = k + p */
@@ -119,7 +130,7 @@ struct za_stripe_hdr {
 	uint8_t flags; /* ZA_STRIPE_F_* */
 	uint16_t at_member; /* F_RELOCATED: where this column is; else 0 */
 	uint32_t at_zone;
-	uint16_t members[64]; /* member index per column */
+	uint16_t members[64]; /* member per column, or ..._MEMBER_ABSENT */
 	uint32_t zones[64]; /* zone index per column */
 	uint32_t blk_crc[ZA_STRIPE_MAX_COL_BLOCKS]; /* CRC32C per payload block */
 };

@@ -2360,3 +2360,40 @@ int za_volume_walk_live(struct za_volume *v,
 
 	return za_map_walk(v->map, 0, v->size_blocks, live_walk_one, &lw);
 }
+
+/* ---- growing ---- */
+
+/*
+ * The reserve is default_size()'s (15% of the segments, at least three
+ * write sets, the checkpoint stream's segment), taken over every zone of
+ * the writable members, used or free: what the volume could be had it
+ * been created on them.
+ */
+uint64_t za_volume_max_size(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+	uint64_t reserve, a, b;
+
+	za_engine_space(v->eng, &sp);
+	a = sp.total_segs * 15 / 100;
+	b = 3 * gc_write_sets(&sp) + 2 + 1;
+	reserve = a > b ? a : b;
+	if (sp.total_segs <= reserve)
+		return 0;
+	return (sp.total_segs - reserve) * sp.data_blocks_per_seg * 4096;
+}
+
+/*
+ * Only the bound moves: the map holds extents, not a table per block, so
+ * the new blocks simply have no extent yet and read as zeros. Requests
+ * already checked against the old size are within the new one.
+ */
+int za_volume_grow(struct za_volume *v, uint64_t size_bytes)
+{
+	if (size_bytes % 4096 || size_bytes < za_volume_size(v))
+		return -EINVAL;
+	if (size_bytes > za_volume_max_size(v))
+		return -ENOSPC;
+	v->size_blocks = size_bytes / 4096;
+	return 0;
+}

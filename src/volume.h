@@ -155,4 +155,20 @@ int za_volume_flush_sync(struct za_volume *v);
 void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r);
 int za_volume_checkpoint_sync(struct za_volume *v);
 
+/*
+ * The largest size the volume could have over the writable members as they
+ * are now (every zone, used or free), with the reserve garbage collection
+ * needs (za_volume_default_size's). It grows when members are added.
+ */
+uint64_t za_volume_max_size(const struct za_volume *v);
+/*
+ * Grow the volume to @size_bytes: blocks past the old end read as zeros
+ * until written. The size is not persisted here: the caller records it
+ * (array.c: in the superblocks) before growing, since recovery ignores
+ * blocks beyond the size it is given. Returns 0; -EINVAL (not a multiple
+ * of 4096, or smaller: shrinking is not supported); -ENOSPC (above
+ * za_volume_max_size()).
+ */
+int za_volume_grow(struct za_volume *v, uint64_t size_bytes);
+
 #endif /* ZA_VOLUME_H */

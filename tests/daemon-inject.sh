@@ -7,7 +7,10 @@
 # it, a drive death ("fail") under writes fails that member (the array
 # degraded until a rebuild has restored what it held; the data still
 # reads back), bad specs and non-members are refused, and each request is
-# logged with the peer's uid and pid.
+# logged with the peer's uid and pid. The read errors above are tolerated
+# with --max-read-errors 0; with --max-read-errors 5, a member whose every
+# read fails goes "failed" at its sixth read error (logged), and the data
+# still reads back.
 # Skips (77) only if qemu-io is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -47,12 +50,13 @@ expect_fail 1 "inject without --fault-injection" \
 grep -q -- "--fault-injection" "$SCRATCH/err" || fail "the error does not name --fault-injection: $(cat "$SCRATCH/err")"
 stop_daemon TERM
 
-start_daemon --fault-injection
+start_daemon --fault-injection --max-read-errors 0
 grep -q "fault injection is on" "$DLOG" || fail "the daemon does not say fault injection is on"
 qemu_io "write" -c "write -P 0x5a 0 16M" -c "write -P 0xa5 16M 8M" -c flush
 # Restart, so that every read comes from the drives, not from buffers.
+# No read-error limit here: the errors below are repaired, never fatal.
 stop_daemon TERM
-start_daemon --fault-injection
+start_daemon --fault-injection --max-read-errors 0
 
 "$ZARRAY" debug inject t d2.img eio-ppm=300000,seed=7 2>"$SCRATCH/err" ||
 	fail "inject: $(cat "$SCRATCH/err")"
@@ -99,6 +103,22 @@ pass "a drive death under writes fails that member ($ms, array $as); the data st
 
 grep -q "t: debug inject $(realpath "$SCRATCH")/d2.img eio-ppm=300000,seed=7 (uid $(id -u) pid [0-9]*)" "$DLOG" ||
 	fail "the request is not logged with the peer"
+
+# ---- read errors past --max-read-errors fail the member ----
+stop_daemon TERM
+expect_fail 2 "--max-read-errors garbage" "$ZARRAYD" --max-read-errors 5x
+start_daemon --fault-injection --max-read-errors 5
+"$ZARRAY" debug inject t d3.img eio-ppm=1000000,seed=3 2>/dev/null || fail "inject eio on d3"
+qemu_io "read while every read of d3 fails" -c "read -P 0x5a 0 16M" -c "read -P 0xa5 16M 8M" \
+	-c "read -P 0x3c 24M 16M"
+[ "$(member state d3.img)" = failed ] || [ "$(member state d3.img)" = removed ] ||
+	fail "d3.img is $(member state d3.img) after its read errors"
+[ "$(member errors.read d3.img)" -ge 6 ] || fail "d3.img: $(member errors.read d3.img) read errors"
+grep -q "d3.img: member 3: 6 read errors, more than 5: failing it" "$DLOG" ||
+	fail "failing d3.img for its read errors is not logged"
+qemu_io "read after d3 failed" -c "read -P 0x5a 0 16M" -c "read -P 0xa5 16M 8M" \
+	-c "read -P 0x3c 24M 16M"
+pass "--max-read-errors 5: d3.img failed at its 6th read error; the data still reads back"
 stop_daemon TERM
 [ "$DAEMON_RC" -eq 0 ] || fail "zarrayd exited $DAEMON_RC"
 pass "requests logged with uid and pid; clean stop"

@@ -3,7 +3,8 @@
  * test-emu.c - the emulated drive: geometries from a table, the volatile
  * cache and power cuts (sequential and conventional zones), cache
  * write-back when full, persistence across reopen, open/active limits,
- * the performance model's lower bound, and refusal of corrupted,
+ * the performance model's lower bound and its priorities (LOW requests
+ * after NORMAL ones, with aging), and refusal of corrupted,
  * truncated or foreign files with a clear error instead of a crash; zone
  * table entries that a process killed at any instruction leaves valid.
  */
@@ -16,6 +17,7 @@
 
 #include "byteorder.h"
 #include "crc.h"
+#include "dev-fault.h"
 #include "emu-util.h"
 #include "log.h"
 
@@ -283,6 +285,140 @@ START_TEST(test_perf_model)
 		tio(t.dev, ZA_DEV_OP_WRITE, z + (512 << 10), w, 512 << 10), 0);
 	ck_assert_uint_ge(za_io_now_ns() - t0, 22000000ull);
 	free(w);
+	tdrive_free(&t);
+}
+END_TEST
+
+/* Completion order of requests given to a drive with its model on. */
+struct prio_rec {
+	struct za_dev_req req;
+	unsigned id;
+	unsigned *order, *n;
+};
+
+static void prio_done(struct za_dev_req *req)
+{
+	struct prio_rec *r = (struct prio_rec *)req;
+
+	ck_assert_int_eq(req->result, 0);
+	r->order[(*r->n)++] = r->id;
+}
+
+static void prio_submit(struct za_dev *dev, struct prio_rec *r, unsigned id,
+			enum za_dev_op op, uint64_t off, void *buf,
+			uint64_t len, enum za_dev_prio prio, unsigned *order,
+			unsigned *n)
+{
+	memset(r, 0, sizeof(*r));
+	r->req.op = op;
+	r->req.off_bytes = off;
+	r->req.len_bytes = len;
+	r->req.buf = buf;
+	r->req.prio = prio;
+	r->req.done = prio_done;
+	r->id = id;
+	r->order = order;
+	r->n = n;
+	za_dev_submit(dev, &r->req);
+}
+
+/*
+ * One request at a time, NORMAL before LOW: a 4 KiB write submitted behind
+ * four queued 256 KiB LOW reads completes right after the one in service,
+ * not after all of them; NORMAL requests alone stay first come first
+ * served. _i = 1 goes through the fault wrapper, which passes prio on.
+ */
+START_TEST(test_perf_priority)
+{
+	struct prio_rec r[6];
+	unsigned order[6], n = 0, i;
+	struct za_dev *dev;
+	struct tdrive t;
+	uint8_t *w = talloc(1 << 20), *rd = talloc(4 << 20);
+	uint64_t z = 4ull << 20, z2 = 5ull << 20, t0;
+
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, z, w, 1 << 20), 0);
+	dev = t.dev;
+	if (_i) {
+		ck_assert_int_eq(za_fault_wrap(t.dev, &dev), 0);
+		t.dev = dev; /* closing the wrapper closes the drive */
+	}
+	ck_assert_int_eq(
+		za_emu_set_perf(za_dev_is_emu(dev) ? dev : za_fault_inner(dev),
+				100000000, 0, 0),
+		0);
+	/* LOW reads 0..3 (0 is served at once), then NORMAL write 4. */
+	for (i = 0; i < 4; i++)
+		prio_submit(dev, &r[i], i, ZA_DEV_OP_READ,
+			    z + (uint64_t)i * (256 << 10),
+			    rd + (size_t)i * (256 << 10), 256 << 10,
+			    ZA_DEV_PRIO_LOW, order, &n);
+	prio_submit(dev, &r[4], 4, ZA_DEV_OP_WRITE, z2, w, BLK,
+		    ZA_DEV_PRIO_NORMAL, order, &n);
+	t0 = za_io_now_ns();
+	while (n < 5)
+		za_io_run_once(t.io);
+	ck_assert_uint_eq(order[0], 0);
+	ck_assert_uint_eq(order[1], 4);
+	for (i = 2; i < 5; i++)
+		ck_assert_uint_eq(order[i], i - 1);
+	/* Still a 100 MB/s drive: 1 MiB + 4 KiB takes >= 10 ms. */
+	ck_assert_uint_ge(za_io_now_ns() - t0, 10000000ull);
+	/* NORMAL alone: first come, first served. */
+	n = 0;
+	for (i = 0; i < 4; i++)
+		prio_submit(dev, &r[i], i, ZA_DEV_OP_READ,
+			    z + (uint64_t)(3 - i) * (256 << 10),
+			    rd + (size_t)i * (256 << 10), 256 << 10,
+			    ZA_DEV_PRIO_NORMAL, order, &n);
+	while (n < 4)
+		za_io_run_once(t.io);
+	for (i = 0; i < 4; i++)
+		ck_assert_uint_eq(order[i], i);
+	free(w);
+	free(rd);
+	tdrive_free(&t);
+}
+END_TEST
+
+/*
+ * LOW requests age: one queued behind a NORMAL stream longer than the
+ * model's aging (0.5 s) is served before the rest of the stream.
+ */
+START_TEST(test_perf_priority_aging)
+{
+	enum { NW = 40 };
+	struct prio_rec *r = calloc(NW + 2, sizeof(*r));
+	unsigned order[NW + 2], n = 0, i, pos = 0;
+	struct tdrive t;
+	uint8_t *w = talloc(128 << 10), *rd = talloc(BLK);
+	uint64_t z = 4ull << 20, zr = 12ull << 20;
+
+	ck_assert_ptr_nonnull(r);
+	tdrive_small(&t, ZA_DEV_MODEL_HM_SMR);
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, zr, rd, BLK), 0);
+	/* 5 MB/s: each 128 KiB write takes 26 ms, the stream 1 s. */
+	ck_assert_int_eq(za_emu_set_perf(t.dev, 5000000, 0, 0), 0);
+	prio_submit(t.dev, &r[0], 0, ZA_DEV_OP_WRITE, z, w, 128 << 10,
+		    ZA_DEV_PRIO_NORMAL, order, &n);
+	prio_submit(t.dev, &r[1], 1, ZA_DEV_OP_READ, zr, rd, BLK,
+		    ZA_DEV_PRIO_LOW, order, &n);
+	for (i = 2; i < NW + 2; i++)
+		prio_submit(t.dev, &r[i], i, ZA_DEV_OP_WRITE,
+			    z + (uint64_t)(i - 1) * (128 << 10), w, 128 << 10,
+			    ZA_DEV_PRIO_NORMAL, order, &n);
+	while (n < NW + 2)
+		za_io_run_once(t.io);
+	for (i = 0; i < NW + 2; i++)
+		if (order[i] == 1)
+			pos = i;
+	/* Not first (NORMAL ones went ahead), not last (it aged). */
+	ck_assert_uint_gt(pos, 2);
+	ck_assert_uint_lt(pos, NW);
+	free(r);
+	free(w);
+	free(rd);
 	tdrive_free(&t);
 }
 END_TEST
@@ -559,6 +695,8 @@ int main(void)
 	tcase_add_test(tc, test_write_through);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_perf_model);
+	tcase_add_loop_test(tc, test_perf_priority, 0, 2);
+	tcase_add_test(tc, test_perf_priority_aging);
 	tcase_add_test(tc, test_double_open);
 	tcase_add_test(tc, test_corrupt_files);
 	suite_add_tcase(s, tc);

@@ -7,7 +7,8 @@
  * rewritten with valid CRCs but the wrong content (payload or LBA table)
  * is caught as inconsistent, which reads never see; the rate limit holds
  * stripes back; pause holds, stop keeps a position that a new job goes
- * on from; with a volume, dead stripes are neither read nor repaired.
+ * on from, and the owner is told each time it moves (early, under a rate
+ * limit); with a volume, dead stripes are neither read nor repaired.
  */
 #include <check.h>
 #include <errno.h>
@@ -693,6 +694,85 @@ START_TEST(test_rate_limit)
 }
 END_TEST
 
+/* What moved() reported: positions, and stripes checked at each. */
+static struct {
+	struct za_scrub *s;
+	unsigned n;
+	uint64_t pos[64], checked[64];
+} mv;
+
+static void on_moved(struct za_scrub *s, uint64_t position, void *priv)
+{
+	struct za_scrub_status st;
+
+	(void)priv;
+	ck_assert_ptr_eq(s, mv.s);
+	za_scrub_status(s, &st);
+	ck_assert_uint_eq(st.position, position);
+	if (mv.n < 64) {
+		mv.pos[mv.n] = position;
+		mv.checked[mv.n] = st.stripes_checked;
+	}
+	mv.n++;
+}
+
+/*
+ * The owner is told each time the position moves, in order, from early
+ * in a rate-limited run with several segments at once (the oldest
+ * segment is served first, so the position does not wait for the end);
+ * a run given a position says it started there.
+ */
+START_TEST(test_position_reported)
+{
+	const struct geo *g = &geos[0];
+	struct za_scrub_params prm = { 0 };
+	struct za_scrub_status st;
+	struct za_scrub *s;
+	struct sctx c;
+	struct tarr t;
+	struct wrec *w = calloc(NW, sizeof(*w));
+	unsigned i, sealed;
+
+	rng = 0x90510000ull;
+	tarr_make(&t, g);
+	sealed = write_stripes(&t, w, NW);
+	ck_assert_int_eq(scrub_run(&t, NULL, &st), 0);
+	ck_assert_uint_eq(st.stripes_checked, sealed);
+	ck_assert_uint_ge(st.segs_total, 3);
+
+	memset(&mv, 0, sizeof(mv));
+	prm.rate_bps = st.read_bytes * 4; /* about a quarter of a second */
+	prm.moved = on_moved;
+	scrub_new(&t, &prm, &c, &s);
+	mv.s = s;
+	ck_assert_int_eq(za_scrub_start(s), 0);
+	scrub_wait(&t, s, &c);
+	ck_assert_int_eq(c.result, 0);
+	za_scrub_status(s, &st);
+	ck_assert_uint_eq(st.position, 0); /* complete: not reported */
+	ck_assert_uint_eq(st.start_position, 0);
+	ck_assert_uint_ge(mv.n, 2);
+	ck_assert_uint_le(mv.n, 64);
+	for (i = 1; i < mv.n; i++) {
+		ck_assert_uint_gt(mv.pos[i], mv.pos[i - 1]);
+		ck_assert_uint_ge(mv.checked[i], mv.checked[i - 1]);
+	}
+	ck_assert_msg(mv.checked[0] * 2 <= sealed,
+		      "the position first moved after %llu of %u stripes",
+		      (unsigned long long)mv.checked[0], sealed);
+	za_scrub_free(s);
+
+	/* Given a position, as after a restart: it says so. */
+	memset(&prm, 0, sizeof(prm));
+	prm.start_after_seg = mv.pos[0];
+	ck_assert_int_eq(scrub_run(&t, &prm, &st), 0);
+	ck_assert_uint_eq(st.start_position, mv.pos[0]);
+	ck_assert_uint_lt(st.stripes_checked, sealed);
+	tarr_free(&t);
+	free(w);
+}
+END_TEST
+
 /*
  * Pause holds the checks; stop keeps the position; a new job given that
  * position (as after a restart) scrubs only the segments after it, and
@@ -907,6 +987,7 @@ int main(void)
 	tcase_add_test(tc, test_lost_member_skipped);
 	tcase_add_test(tc, test_rate_limit);
 	tcase_add_test(tc, test_pause_stop_resume);
+	tcase_add_test(tc, test_position_reported);
 	tcase_add_test(tc, test_volume_liveness);
 	suite_add_tcase(s, tc);
 	return trun(s);

@@ -5,8 +5,11 @@
  * members, mixed sizes), every erasure pattern up to p for small codes and
  * random ones for wide codes, p+1 losses giving EIO, bit flips detected
  * and repaired with counters, members failed at random moments while
- * writing with an audit of every stripe header written afterwards, and
- * placement that uses the whole capacity of drives of different sizes.
+ * writing with an audit of every stripe header written afterwards,
+ * placement that uses the whole capacity of drives of different sizes,
+ * and arrays on exactly k+p members that keep writing degraded segments
+ * (absent columns) through p failures, recover them after a restart and
+ * rebuild them to full width once members are added.
  */
 #include <check.h>
 #include <errno.h>
@@ -391,9 +394,23 @@ START_TEST(test_geometry)
 					 0);
 		}
 	} else {
+		/* Exactly k left (the table's arrays are k+p wide): new
+		 * segments are degraded, parity absent, data read plainly. */
 		struct wrec x;
+		uint32_t rep = 1;
+		unsigned c;
 
-		ck_assert_int_eq(write_one(&t, &x, l->data_blocks), -ENOSPC);
+		ck_assert_uint_ge(g->n - failed, g->k);
+		ck_assert_int_eq(write_one(&t, &x, l->data_blocks), 0);
+		ck_assert_int_eq(za_engine_seg_info(t.e, x.seg_id, &si), 0);
+		for (c = 0; c < width; c++)
+			if (c < g->n - failed)
+				ck_assert_uint_lt(si.members[c], g->n);
+			else
+				ck_assert_uint_eq(si.members[c],
+						  ZA_STRIPE_MEMBER_ABSENT);
+		ck_assert_int_eq(check_one(&t, &x, 0, x.nr_blocks, &rep), 0);
+		ck_assert_uint_eq(rep, 0);
 	}
 	free(w);
 	tarr_free(&t);
@@ -1183,6 +1200,416 @@ START_TEST(test_header_codec)
 }
 END_TEST
 
+/* ---- degraded segments: fewer than k+p writable members ---- */
+
+/* A new emulated drive at index t->n (as tarr_make makes them). */
+static unsigned tarr_add_drive(struct tarr *t, unsigned zones)
+{
+	struct za_emu_params ep;
+	struct za_dev *inner;
+	unsigned i = t->n, idx;
+	char path[300];
+
+	ck_assert_uint_lt(i, MAXN);
+	snprintf(path, sizeof(path), "%s/d%03u", t->dir, i);
+	za_emu_params_default(&ep, ZA_DEV_MODEL_HM_SMR);
+	ep.zone_size_bytes = 1ull << 20;
+	ep.size_bytes = (uint64_t)zones << 20;
+	ep.cache_bytes = 0;
+	ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
+	ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
+	ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
+	ck_assert_int_eq(za_engine_member_add(t->e, t->devs[i], &idx), 0);
+	ck_assert_uint_eq(idx, i);
+	t->states[i] = ZA_MEMBER_ONLINE;
+	t->n = i + 1;
+	t->prm.nr_members = t->n;
+	return i;
+}
+
+static void fail_member(struct tarr *t, unsigned idx)
+{
+	za_engine_member_fail(t->e, idx, -EIO);
+	t->states[idx] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+}
+
+/* Columns of segment @seg_id that are absent (born lost, not rebuilt). */
+static uint64_t absent_cols(struct tarr *t, uint64_t seg_id, unsigned width)
+{
+	struct za_seg_info si;
+	uint64_t m = 0;
+	unsigned c;
+
+	ck_assert_int_eq(za_engine_seg_info(t->e, seg_id, &si), 0);
+	for (c = 0; c < width; c++)
+		if (si.members[c] == ZA_STRIPE_MEMBER_ABSENT) {
+			ck_assert_uint_eq(si.zones[c], 0);
+			m |= 1ull << c;
+		} else {
+			ck_assert_uint_lt(si.members[c], t->n);
+		}
+	return m;
+}
+
+static const struct dgeo {
+	unsigned k, p;
+	uint32_t chunk;
+	unsigned rows;
+} dgeos[] = {
+	{ 2, 1, 4096, 1 }, { 4, 2, 8192, 2 }, { 3, 3, 4096, 2 },
+	{ 8, 2, 4096, 1 }, { 1, 2, 4096, 1 }, { 10, 4, 4096, 1 },
+};
+
+#define DW_PER_STAGE 12u
+
+/*
+ * An array on exactly k+p members keeps writing as 1..p of them fail:
+ * each new segment opens on the members left, its last columns (parity)
+ * absent, never on a failed member; everything reads back (the new
+ * stripes without decoding), before and after a restart that recovers
+ * the degraded segments from the drives. Then p members are added: the
+ * next segments are full width, a rebuild restores every lost and absent
+ * column onto them, nothing is left degraded, and after another restart
+ * p more failures still lose nothing (the rebuilt absent columns serve).
+ */
+START_TEST(test_degraded_write)
+{
+	const struct dgeo *g = &dgeos[_i];
+	const unsigned width = g->k + g->p;
+	struct tarr t;
+	struct wrec w[DW_PER_STAGE * 8];
+	bool dead[DW_PER_STAGE * 8] = { 0 };
+	unsigned stage_of[DW_PER_STAGE * 8];
+	struct za_engine_degraded d[256];
+	unsigned i, j, f, n = 0, x, lost;
+	bool failed[64] = { false };
+	size_t nd;
+
+	rng = 0xde9a0000ull + _i;
+	tarr_make(&t, width, g->k, g->p, g->chunk, g->rows, 10, 2);
+	for (f = 0; f <= g->p; f++) {
+		const struct za_stripe_layout *l = za_engine_layout(t.e);
+
+		if (f) {
+			/* Fail an online original member. */
+			do
+				x = (unsigned)(rnd() % width);
+			while (failed[x]);
+			failed[x] = true;
+			fail_member(&t, x);
+			ck_assert_uint_eq(za_engine_nr_writable(t.e),
+					  width - f);
+		}
+		for (i = 0; i < DW_PER_STAGE; i++, n++) {
+			uint32_t rep = 1;
+			uint64_t abs;
+			struct za_seg_info si;
+			unsigned c;
+
+			ck_assert_int_eq(
+				write_one(
+					&t, &w[n],
+					1 + (uint32_t)(rnd() % l->data_blocks)),
+				0);
+			stage_of[n] = f;
+			/* The last f columns absent; none on a failed member. */
+			abs = absent_cols(&t, w[n].seg_id, width);
+			ck_assert_uint_eq(abs, ((1ull << f) - 1)
+						       << (width - f));
+			ck_assert_int_eq(
+				za_engine_seg_info(t.e, w[n].seg_id, &si), 0);
+			for (c = 0; c < width - f; c++)
+				ck_assert(!failed[si.members[c]]);
+			ck_assert_int_eq(check_one(&t, &w[n], 0, w[n].nr_blocks,
+						   &rep),
+					 0);
+			ck_assert_uint_eq(rep, 0);
+		}
+		ck_assert_int_eq(za_engine_flush_sync(t.e), 0);
+		for (i = 0; i < n; i++)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+		ck_assert_uint_eq(za_engine_seg_lost_max(t.e), f);
+	}
+	/* Restart: recovery rebuilds the degraded segments from headers. */
+	tarr_restart(&t);
+	ck_assert_uint_eq(rec_count, n);
+	for (i = 0; i < n; i++) {
+		uint64_t abs = absent_cols(&t, w[i].seg_id, width);
+		unsigned s = stage_of[i];
+
+		ck_assert_uint_eq(abs, ((1ull << s) - 1) << (width - s));
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	}
+	/* The degraded list names the absent columns as lost, to do. */
+	nd = za_engine_degraded(t.e, d, 256);
+	ck_assert_uint_le(nd, 256);
+	for (i = 0; i < n; i++) {
+		uint64_t abs = absent_cols(&t, w[i].seg_id, width);
+		bool found = false;
+
+		for (j = 0; j < nd; j++)
+			if (d[j].seg_id == w[i].seg_id) {
+				found = true;
+				ck_assert_uint_eq(d[j].lost_cols & abs, abs);
+				ck_assert_uint_eq(d[j].todo & abs, abs);
+				ck_assert_uint_le(d[j].lost, g->p);
+			}
+		ck_assert(found || !stage_of[i]);
+	}
+	ck_assert_uint_eq(za_engine_seg_lost_max(t.e), g->p);
+	/* Writes go on after the restart, still degraded (k members). */
+	ck_assert_int_eq(
+		write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks), 0);
+	ck_assert_uint_eq(absent_cols(&t, w[n].seg_id, width),
+			  ((1ull << g->p) - 1) << g->k);
+	stage_of[n++] = g->p;
+	/* Members come: new segments are full width again at once. */
+	for (f = 0; f < g->p; f++)
+		tarr_add_drive(&t, 24);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	for (i = 0; i < 4; i++, n++) {
+		ck_assert_int_eq(
+			write_one(&t, &w[n],
+				  1 + (uint32_t)(rnd() % za_engine_layout(t.e)
+								 ->data_blocks)),
+			0);
+		ck_assert_uint_eq(absent_cols(&t, w[n].seg_id, width), 0);
+		stage_of[n] = 0;
+	}
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	/* Rebuild: lost and absent columns alike, onto the new members. */
+	for (i = 0; i < n; i++)
+		dead[i] = rnd() % 5 == 0;
+	rebuild_all(&t, w, dead, n);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_uint_eq(absent_cols(&t, w[i].seg_id, width),
+					  0);
+	ck_assert_uint_eq(za_engine_seg_lost_max(t.e), 0);
+	for (x = 0; x < width; x++)
+		if (failed[x])
+			ck_assert_int_eq(za_engine_member_retire(t.e, x), 0);
+	/* Restart (the moved absent columns are found), p more failures. */
+	tarr_restart(&t);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	for (lost = 0, x = 0; x < t.n && lost < g->p; x++)
+		if (t.states[x] == ZA_MEMBER_ONLINE && rnd() % 2) {
+			fail_member(&t, x);
+			lost++;
+		}
+	for (x = 0; x < t.n && lost < g->p; x++)
+		if (t.states[x] == ZA_MEMBER_ONLINE) {
+			fail_member(&t, x);
+			lost++;
+		}
+	/* More members lost than p, but no segment lost more than p. */
+	ck_assert_int_eq(za_engine_flush_sync(t.e), 0);
+	for (i = 0; i < n; i++)
+		if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * FLUSH fails only when data can be lost: two members lost out of a 2+1
+ * array is fine while they never shared a segment, not once a segment
+ * has lost two columns. And with fewer than k writable members nothing
+ * can be written (-ENOSPC), with exactly k it can.
+ */
+START_TEST(test_flush_lost_members)
+{
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	struct za_seg_info sa, sb;
+	struct tarr t;
+	struct wrec w[8];
+	unsigned i, x;
+
+	rng = 0xf1u;
+	tarr_make(&t, 6, 2, 1, 4096, 1, 8, 1);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(write_one(&t, &w[i], 2), 0);
+	ck_assert_int_eq(za_engine_group_info(t.e, w[0].group_id, gi), 0);
+	ck_assert_uint_eq(gi->nr_segs, 2);
+	ck_assert_int_eq(za_engine_seg_info(t.e, gi->seg_ids[0], &sa), 0);
+	ck_assert_int_eq(za_engine_seg_info(t.e, gi->seg_ids[1], &sb), 0);
+	fail_member(&t, sa.members[0]);
+	fail_member(&t, sb.members[1]);
+	ck_assert_uint_eq(za_engine_nr_lost(t.e), 2);
+	ck_assert_uint_eq(za_engine_seg_lost_max(t.e), 1);
+	ck_assert_int_eq(za_engine_flush_sync(t.e), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, 2, NULL), 0);
+	/* Segment A loses a second column: its data is gone. */
+	fail_member(&t, sa.members[2]);
+	ck_assert_uint_eq(za_engine_seg_lost_max(t.e), 2);
+	ck_assert_int_eq(za_engine_flush_sync(t.e), -EIO);
+	/* Three writable: full width; two: degraded; one: -ENOSPC. */
+	ck_assert_int_eq(write_one(&t, &w[4], 2), 0);
+	ck_assert_uint_eq(absent_cols(&t, w[4].seg_id, 3), 0);
+	for (x = 0; x < 6 && za_engine_nr_writable(t.e) > 2; x++)
+		if (t.states[x] == ZA_MEMBER_ONLINE)
+			fail_member(&t, x);
+	ck_assert_int_eq(write_one(&t, &w[5], 2), 0);
+	ck_assert_uint_eq(absent_cols(&t, w[5].seg_id, 3), 1u << 2);
+	ck_assert_int_eq(check_one(&t, &w[5], 0, 2, NULL), 0);
+	for (x = 0; x < 6 && za_engine_nr_writable(t.e) > 1; x++)
+		if (t.states[x] == ZA_MEMBER_ONLINE)
+			fail_member(&t, x);
+	ck_assert_int_eq(write_one(&t, &w[6], 2), -ENOSPC);
+	free(gi);
+	tarr_free(&t);
+}
+END_TEST
+
+/* The absent marker in stripe headers: at most p, never on the column
+ * itself unless relocated, never with a zone. */
+START_TEST(test_header_absent)
+{
+	uint8_t blk[4096] __attribute__((aligned(8)));
+	struct za_stripe_hdr h = { 0 }, d;
+	unsigned i;
+
+	h.seg_id = 5;
+	h.seq = 9;
+	h.k = 4;
+	h.p = 2;
+	h.rows = 1;
+	h.kind = ZA_STRIPE_DATA;
+	h.chunk_bytes = 4096;
+	h.nr_blocks = 4;
+	h.group_id = 5;
+	h.group_w = 1;
+	h.group_stripes = 10;
+	for (i = 0; i < 6; i++) {
+		h.members[i] = (uint16_t)(i + 1);
+		h.zones[i] = 10 + i;
+	}
+	memset(blk + ZA_STRIPE_LBA_OFF, 0, ZA_STRIPE_LBA_BYTES);
+	h.lba_crc = za_crc32c(blk + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+	h.members[5] = ZA_STRIPE_MEMBER_ABSENT;
+	h.zones[5] = 0;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
+	ck_assert_uint_eq(d.members[5], ZA_STRIPE_MEMBER_ABSENT);
+	h.members[4] = ZA_STRIPE_MEMBER_ABSENT;
+	h.zones[4] = 0;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
+	/* p + 1 absent, an absent column with a zone, past the marker. */
+	h.members[3] = ZA_STRIPE_MEMBER_ABSENT;
+	h.zones[3] = 0;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.members[3] = 4;
+	h.zones[3] = 13;
+	h.zones[4] = 1;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.zones[4] = 0;
+	h.members[4] = ZA_STRIPE_MEMBER_ABSENT + 1;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.members[4] = 5;
+	h.zones[4] = 14;
+	/* The header of an absent column: only as written by a rebuild. */
+	h.col = 5;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), -EBADMSG);
+	h.flags = ZA_STRIPE_F_RELOCATED;
+	h.at_member = 7;
+	h.at_zone = 3;
+	za_stripe_hdr_encode(&h, blk);
+	ck_assert_int_eq(za_stripe_hdr_decode(blk, &d), 0);
+	ck_assert_uint_eq(d.at_member, 7);
+}
+END_TEST
+
+/*
+ * Read errors past max_read_errors fail the member (EIO on every read of
+ * it through the fault wrapper): exactly at error N+1, not before, 0
+ * meaning never; the data reads back throughout, decoded. A member is not
+ * failed that way while p members are lost already: its reads fail, but
+ * once it recovers the data it holds is there again.
+ */
+static const unsigned max_rd_errs[] = { 0, 1, 3 };
+
+START_TEST(test_read_errors_fail)
+{
+	const unsigned limit = max_rd_errs[_i];
+	struct za_member_stats ms;
+	struct za_seg_info si;
+	struct tarr t;
+	struct wrec w[4];
+	unsigned i, x, y, z;
+
+	rng = 0x5eedu + _i;
+	tarr_make(&t, 6, 4, 2, 4096, 2, 6, 1);
+	/* Again, with the limit: nothing is written yet. */
+	za_engine_free(t.e);
+	t.prm.max_read_errors = limit;
+	ck_assert_int_eq(za_engine_new(t.io, &t.prm, &t.e), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(write_one(&t, &w[i], 8), 0);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[0]; /* holds data block 0 of stripe 0 */
+
+	spoil(&t, x, false);
+	for (i = 1; i <= (limit ? limit : 8); i++) {
+		ck_assert_int_eq(check_one(&t, &w[0], 0, 1, NULL), 0);
+		za_engine_member_stats(t.e, x, &ms);
+		ck_assert_uint_eq(ms.err_read, i);
+		ck_assert_int_eq(za_engine_member_state(t.e, x),
+				 ZA_MEMBER_ONLINE);
+		ck_assert_uint_eq(t.nr_failed_cb, 0);
+	}
+	if (!limit) { /* never */
+		unspoil(&t, x);
+		tarr_free(&t);
+		return;
+	}
+	/* Error N+1: failed, and the array told. */
+	ck_assert_int_eq(check_one(&t, &w[0], 0, 1, NULL), 0);
+	za_engine_member_stats(t.e, x, &ms);
+	ck_assert_uint_eq(ms.err_read, limit + 1);
+	ck_assert_int_eq(za_engine_member_state(t.e, x), ZA_MEMBER_FAILED);
+	ck_assert_uint_eq(t.nr_failed_cb, 1);
+	/* Not read any more; every stripe decodes. */
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, 8, NULL), 0);
+	za_engine_member_stats(t.e, x, &ms);
+	ck_assert_uint_eq(ms.err_read, limit + 1);
+	unspoil(&t, x);
+
+	/* p = 2 lost (x, and y by hand): z's read errors do not fail it. */
+	y = si.members[1];
+	z = si.members[2];
+	fail_member(&t, y);
+	ck_assert_uint_eq(za_engine_nr_lost(t.e), 2);
+	spoil(&t, z, false);
+	for (i = 0; i < limit + 2; i++)
+		ck_assert_int_eq(check_one(&t, &w[0], 0, 8, NULL), -EIO);
+	za_engine_member_stats(t.e, z, &ms);
+	ck_assert_uint_gt(ms.err_read, limit);
+	ck_assert_int_eq(za_engine_member_state(t.e, z), ZA_MEMBER_ONLINE);
+	ck_assert_uint_eq(t.nr_failed_cb, 2); /* x, y */
+	unspoil(&t, z);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, 8, NULL), 0);
+	tarr_free(&t);
+}
+END_TEST
+
 static void quiet(enum za_log_level lv, const char *msg)
 {
 	(void)lv;
@@ -1209,6 +1636,12 @@ int main(void)
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
 	tcase_add_test(tc, test_drain);
+	tcase_add_test(tc, test_header_absent);
+	tcase_add_test(tc, test_flush_lost_members);
+	tcase_add_loop_test(tc, test_degraded_write, 0,
+			    sizeof(dgeos) / sizeof(dgeos[0]));
+	tcase_add_loop_test(tc, test_read_errors_fail, 0,
+			    sizeof(max_rd_errs) / sizeof(max_rd_errs[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
