@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pace.h"
 #include "rebuild.h"
 
 #define GRP_HASH 256u
@@ -103,13 +104,11 @@ struct za_rebuild {
 	/* replace: where the columns of a draining member go (-1: any) */
 	int dest[ZA_SB_MAX_MEMBERS];
 
-	/* pacing */
-	uint64_t tokens, tok_ns;
+	struct za_pace pace; /* the rate limit's bucket, the rate shown */
 
 	/* progress */
 	struct za_rebuild_status st;
 	uint64_t start_ns, end_ns;
-	uint64_t rate_ns, rate_bytes; /* last rate sample */
 };
 
 const char *za_rebuild_state_str(enum za_rebuild_state s)
@@ -225,29 +224,14 @@ static bool may_start(struct za_col_rebuild *cr, uint64_t bytes)
 {
 	struct rcol *c = cr->priv;
 	struct za_rebuild *rb = c->rb;
-	uint64_t now, rate = rb->st.rate_limit_bps, burst;
+	uint64_t retry_ns;
 
 	if (rb->state != ZA_REBUILD_RUNNING || rb->stopping)
 		return false;
-	if (!rate)
+	if (za_pace_take(&rb->pace, rb->st.rate_limit_bps, bytes,
+			 za_io_now_ns(), &retry_ns))
 		return true;
-	now = za_io_now_ns();
-	burst = rate / 10 > 4 * bytes ? rate / 10 : 4 * bytes;
-	if (rb->tok_ns) {
-		uint64_t add =
-			(uint64_t)((double)(now - rb->tok_ns) * rate / 1e9);
-
-		rb->tokens = rb->tokens + add > burst ? burst :
-							rb->tokens + add;
-	}
-	rb->tok_ns = now;
-	if (rb->tokens >= bytes) {
-		rb->tokens -= bytes;
-		return true;
-	}
-	timer_at(rb,
-		 now + (uint64_t)((double)(bytes - rb->tokens) * 1e9 / rate) +
-			 1000);
+	timer_at(rb, retry_ns);
 	return false;
 }
 
@@ -255,24 +239,10 @@ static void on_progress(struct za_col_rebuild *cr, uint64_t bytes)
 {
 	struct rcol *c = cr->priv;
 	struct za_rebuild *rb = c->rb;
-	uint64_t now = za_io_now_ns();
 
 	rb->st.done_bytes += bytes;
-	if (!rb->rate_ns) {
-		rb->rate_ns = now;
-		rb->rate_bytes = rb->st.done_bytes;
-	} else if (now - rb->rate_ns >= 1000000000ull) {
-		double r = (double)(rb->st.done_bytes - rb->rate_bytes) * 1e9 /
-			   (double)(now - rb->rate_ns);
-
-		/* Smoothed, so that status does not jump about. */
-		rb->st.rate_bps =
-			rb->st.rate_bps ?
-				(uint64_t)(0.7 * rb->st.rate_bps + 0.3 * r) :
-				(uint64_t)r;
-		rb->rate_ns = now;
-		rb->rate_bytes = rb->st.done_bytes;
-	}
+	za_pace_sample(&rb->pace, rb->st.done_bytes, za_io_now_ns(),
+		       &rb->st.rate_bps);
 }
 
 /* ---- columns ---- */
@@ -680,9 +650,7 @@ void za_rebuild_start(struct za_rebuild *rb)
 	rb->st.cols_done = rb->st.cols_dead = rb->st.cols_failed = 0;
 	rb->st.rate_bps = 0;
 	rb->st.last_error = 0;
-	rb->rate_ns = 0;
-	rb->tokens = 0;
-	rb->tok_ns = 0;
+	memset(&rb->pace, 0, sizeof(rb->pace));
 	rb->start_ns = za_io_now_ns();
 	rb->end_ns = 0;
 	pass_begin(rb);
@@ -707,8 +675,7 @@ void za_rebuild_resume(struct za_rebuild *rb)
 void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps)
 {
 	rb->st.rate_limit_bps = rate_bps;
-	rb->tokens = 0;
-	rb->tok_ns = 0;
+	za_pace_reset_bucket(&rb->pace);
 	kick_all(rb);
 }
 

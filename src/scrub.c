@@ -62,6 +62,7 @@
 
 #include "ec.h"
 #include "log.h"
+#include "pace.h"
 #include "scrub.h"
 
 #define GRP_HASH 256u
@@ -144,12 +145,11 @@ struct za_scrub {
 	int error; /* the first thing that went wrong in the run */
 	int abort_err; /* ends the run (-ENOMEM) */
 
-	uint64_t tokens, tok_ns;
+	struct za_pace pace; /* the rate limit's bucket, the rate shown */
 	uint64_t position;
 
 	struct za_scrub_status st;
 	uint64_t start_ns, end_ns;
-	uint64_t rate_ns, rate_bytes;
 };
 
 const char *za_scrub_state_str(enum za_scrub_state s)
@@ -252,51 +252,23 @@ static void timer_at(struct za_scrub *s, uint64_t when_ns)
 /* The token bucket: may @bytes be read now? */
 static bool may_read(struct za_scrub *s, uint64_t bytes)
 {
-	uint64_t now, rate = s->st.rate_limit_bps, burst;
+	uint64_t retry_ns;
 
 	if (s->state != ZA_SCRUB_RUNNING || s->stopping)
 		return false;
-	if (!rate)
+	if (za_pace_take(&s->pace, s->st.rate_limit_bps, bytes, za_io_now_ns(),
+			 &retry_ns))
 		return true;
-	now = za_io_now_ns();
-	burst = rate / 10 > 4 * bytes ? rate / 10 : 4 * bytes;
-	if (s->tok_ns) {
-		uint64_t add =
-			(uint64_t)((double)(now - s->tok_ns) * rate / 1e9);
-
-		s->tokens = s->tokens + add > burst ? burst : s->tokens + add;
-	}
-	s->tok_ns = now;
-	if (s->tokens >= bytes) {
-		s->tokens -= bytes;
-		return true;
-	}
 	s->st.throttled++;
-	timer_at(s, now + (uint64_t)((double)(bytes - s->tokens) * 1e9 / rate) +
-			    1000);
+	timer_at(s, retry_ns);
 	return false;
 }
 
 static void progress(struct za_scrub *s, uint64_t bytes)
 {
-	uint64_t now = za_io_now_ns();
-
 	s->st.done_bytes += bytes;
-	if (!s->rate_ns) {
-		s->rate_ns = now;
-		s->rate_bytes = s->st.done_bytes;
-	} else if (now - s->rate_ns >= 1000000000ull) {
-		double r = (double)(s->st.done_bytes - s->rate_bytes) * 1e9 /
-			   (double)(now - s->rate_ns);
-
-		/* Smoothed, so that status does not jump about. */
-		s->st.rate_bps =
-			s->st.rate_bps ?
-				(uint64_t)(0.7 * s->st.rate_bps + 0.3 * r) :
-				(uint64_t)r;
-		s->rate_ns = now;
-		s->rate_bytes = s->st.done_bytes;
-	}
+	za_pace_sample(&s->pace, s->st.done_bytes, za_io_now_ns(),
+		       &s->st.rate_bps);
 }
 
 static void set_error(struct za_scrub *s, int err)
@@ -384,7 +356,7 @@ static void run_checks(struct srun *r)
 		ret = za_engine_stripe_check(s->p.eng, &ck->sc);
 		if (ret == -EBUSY && ++r->busy_tries < BUSY_TRIES) {
 			/* Stripes of a stopped group still settling. */
-			s->tokens += r->stripe_bytes;
+			za_pace_refund(&s->pace, r->stripe_bytes);
 			timer_at(s, za_io_now_ns() + BUSY_RETRY_NS);
 			break;
 		}
@@ -1067,9 +1039,7 @@ int za_scrub_start(struct za_scrub *s)
 	s->listed = false;
 	s->stopping = false;
 	s->error = s->abort_err = 0;
-	s->rate_ns = 0;
-	s->tokens = 0;
-	s->tok_ns = 0;
+	memset(&s->pace, 0, sizeof(s->pace));
 	s->start_ns = za_io_now_ns();
 	s->end_ns = 0;
 	/* Never call finished() inside this call. */
@@ -1097,8 +1067,7 @@ void za_scrub_set_rate(struct za_scrub *s, uint64_t rate_bps)
 {
 	s->p.rate_bps = rate_bps;
 	s->st.rate_limit_bps = rate_bps;
-	s->tokens = 0;
-	s->tok_ns = 0;
+	za_pace_reset_bucket(&s->pace);
 	dispatch(s);
 }
 
