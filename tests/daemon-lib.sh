@@ -76,3 +76,10 @@ wait_exit() {
 	wait "$DAEMON_PID" || DAEMON_RC=$?
 	DAEMON_PID=""
 }
+
+# json EXPR: evaluate a Python expression on `zarray status --json t`,
+# the parsed object being d (the copy stays in ./st.json for messages).
+json() {
+	"$ZARRAY" status --json t >st.json || fail "status --json"
+	python3 -c "import json,sys; d=json.load(open('st.json')); print($1)"
+}

@@ -24,10 +24,6 @@ head -c $((32 * MiB)) /dev/urandom >data.bin
 nbdcopy data.bin "$URI" || fail "nbdcopy in"
 stop_daemon TERM
 
-json() {
-	"$ZARRAY" status --json t >st.json || fail "status --json"
-	python3 -c "import json,sys; d=json.load(open('st.json')); print($1)"
-}
 verify() {
 	rm -f back.bin
 	nbdcopy "$URI" back.bin || fail "nbdcopy out ($1)"

@@ -31,11 +31,6 @@ start_daemon
 	fail "create: $(cat create.err)"
 URI=$("$ZARRAY" export t) || fail "export t"
 
-json() {
-	"$ZARRAY" status --json t >st.json || fail "status --json"
-	python3 -c "import json,sys; d=json.load(open('st.json')); print($1)"
-}
-
 # verify WHEN: the export holds data.bin, zeros after it.
 verify() {
 	rm -f back.bin

@@ -37,10 +37,6 @@ URI=$("$ZARRAY" export t)
 head -c $((64 * MiB)) /dev/urandom >data.bin
 timeout "$T" nbdcopy data.bin "$URI" || fail "nbdcopy in"
 
-json() {
-	"$ZARRAY" status --json t >st.json || fail "status --json"
-	python3 -c "import json,sys; d=json.load(open('st.json')); print($1)"
-}
 member_state() { json "[m['state'] for m in d['members'] if m['path'].endswith('/$1')][0]"; }
 
 # The writer: pattern p to block-aligned 256 KiB pieces of 64..96 MiB,

@@ -42,12 +42,6 @@ if command -v qemu-io >/dev/null; then
 	dd if=/dev/zero of=data.bin bs=1M count=16 conv=notrunc status=none
 fi
 
-# json FIELD-EXPRESSION: evaluate a Python expression on status --json.
-json() {
-	"$ZARRAY" status --json t >st.json || fail "status --json"
-	python3 -c "import json,sys; d=json.load(open('st.json')); print($1)"
-}
-
 verify() {
 	rm -f back.bin
 	timeout "$T" nbdcopy "$URI" back.bin || fail "nbdcopy out ($1)"
