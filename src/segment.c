@@ -229,6 +229,19 @@ static bool readable(const struct member *m)
 	       (m->state == ZA_MEMBER_ONLINE || m->state == ZA_MEMBER_DRAINING);
 }
 
+/*
+ * May its zones be reset? A draining member is still in service: a zone it
+ * holds for a segment that is gone (released, or a column moved off it)
+ * must be reset like anyone's, or recovery after a restart finds the stale
+ * headers, brings the segment back with its other zones, long since reset
+ * and used again by other segments, and releasing it a second time resets
+ * those (tools/zloop --drain, seed 9015).
+ */
+static bool resettable(const struct member *m)
+{
+	return readable(m);
+}
+
 static struct za_segment *seg_find(const struct za_engine *e, uint64_t id)
 {
 	struct za_segment *s;
@@ -2699,7 +2712,7 @@ static void group_release_start(struct za_engine *e, struct group *grp)
 		for (c = 0; c < g->st->l.width; c++, i++) {
 			struct member *m = &e->m[g->member[c]];
 
-			if (!writable(m))
+			if (!resettable(m))
 				continue;
 			grp->rel_reqs[i].op = ZA_DEV_OP_RESET;
 			grp->rel_reqs[i].off_bytes =
@@ -3111,16 +3124,17 @@ static void rb_commit(struct za_col_rebuild *cr)
 }
 
 /*
- * After a committed move off a member still in service (a scrub
- * repair), its old zone is garbage: once the new copy is flushed, reset
- * it and use it again. A drained or lost member's zones stay as they are.
+ * After a committed move off a member still in service (a scrub repair,
+ * a drain), its old zone is garbage: once the new copy is flushed, reset
+ * it (resettable() says why a draining member's too). A lost member's
+ * zones stay as they are: nothing reads them.
  */
 static void rb_after_commit(struct za_col_rebuild *cr)
 {
 	struct rb_priv *rp = cr->priv_eng;
 	struct member *old = &rp->e->m[rp->old_member];
 
-	if (cr->move && writable(old) && writable(rp->dst) &&
+	if (cr->move && resettable(old) && writable(rp->dst) &&
 	    rp->old_member != cr->member) {
 		rb_fin_submit(cr, RB_STEP_FLUSH, rp->dst, ZA_DEV_OP_FLUSH, 0);
 		return;
@@ -3155,7 +3169,7 @@ static void rb_fin_done(struct za_dev_req *req)
 		rb_after_commit(cr);
 		return;
 	case RB_STEP_FLUSH:
-		if (req->result || !writable(old))
+		if (req->result || !resettable(old))
 			break; /* keep the old zone: nothing is lost */
 		rb_fin_submit(cr, RB_STEP_RESET_OLD, old, ZA_DEV_OP_RESET,
 			      rp->old_zone);

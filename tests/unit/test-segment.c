@@ -1047,6 +1047,97 @@ START_TEST(test_drain)
 }
 END_TEST
 
+static void rel_done(void *priv, int result)
+{
+	int *r = priv;
+
+	*r = result;
+}
+
+/*
+ * A restart in the middle of a drain must not bring back a segment that
+ * is gone. Drain a member X, then release (as GC does) a group with a
+ * column on X: in variant 0 before the drain moved that column, in
+ * variant 1 after. Write on until the freed zones are used again, restart
+ * with X still draining: the released segments stay gone and every live
+ * stripe reads back. Before the fix X's zone kept the released segment's
+ * headers (zones on a draining member were never reset), recovery brought
+ * the segment back claiming zones that other segments had since taken,
+ * and releasing it again reset theirs (tools/zloop --drain, seed 9015).
+ */
+START_TEST(test_drain_release_restart)
+{
+	struct tarr t;
+	struct wrec w[200];
+	bool dead[200] = { 0 };
+	struct za_seg_info si;
+	struct za_engine_space sp;
+	unsigned i, c, n = 0, n0, x;
+	uint64_t gone = 0;
+	int rel = 1;
+
+	rng = 0xd7a2ull + _i;
+	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
+	for (i = 0; i < 60; i++) {
+		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[1];
+	ck_assert_int_eq(za_engine_member_drain(t.e, x), 0);
+	t.states[x] = ZA_MEMBER_DRAINING;
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	if (_i == 1) {
+		ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+		ck_assert_uint_eq(za_engine_member_refs(t.e, x), 0);
+	}
+	/* Release w[0]'s group: its stripes are dead from now on. */
+	ck_assert_int_eq(
+		za_engine_group_release(t.e, w[0].group_id, rel_done, &rel), 0);
+	while (rel == 1)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rel, 0);
+	for (i = 0; i < n; i++)
+		if (w[i].group_id == w[0].group_id) {
+			dead[i] = true;
+			gone++;
+		}
+	ck_assert_uint_gt(gone, 0);
+	/* Write until the freed zones are taken again. */
+	n0 = n;
+	za_engine_space(t.e, &sp);
+	while (n < 200 && sp.free_segs > 1) {
+		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
+		n++;
+		za_engine_space(t.e, &sp);
+	}
+	ck_assert_uint_gt(n, n0);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	tarr_restart(&t);
+	for (i = 0; i < n; i++) {
+		if (w[i].group_id == w[0].group_id)
+			ck_assert_int_eq(za_engine_seg_info(t.e, w[i].seg_id,
+							    &si),
+					 -ENOENT);
+		else if (!dead[i])
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	}
+	/* And no segment claims a zone on X but the ones X still holds. */
+	for (i = 0; i < n; i++) {
+		if (w[i].group_id == w[0].group_id ||
+		    za_engine_seg_info(t.e, w[i].seg_id, &si))
+			continue;
+		for (c = 0; c < 5; c++)
+			ck_assert(_i == 0 || si.members[c] != x);
+	}
+	tarr_free(&t);
+}
+END_TEST
+
 /*
  * A rebuild interrupted half way (the replacement drive vanishes while it
  * is paused) leaves a partial copy: a restart drops it, the column is
@@ -1636,6 +1727,7 @@ int main(void)
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
 	tcase_add_test(tc, test_drain);
+	tcase_add_loop_test(tc, test_drain_release_restart, 0, 2);
 	tcase_add_test(tc, test_header_absent);
 	tcase_add_test(tc, test_flush_lost_members);
 	tcase_add_loop_test(tc, test_degraded_write, 0,
