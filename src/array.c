@@ -341,6 +341,19 @@ static void rb_flushed(struct za_engine_flush *f, int result)
 		sb_round(a);
 }
 
+/* Members that a rebuild run ends by retiring once nothing needs them. */
+static bool members_to_retire(const struct za_array *a)
+{
+	unsigned i;
+
+	for (i = 0; i < a->nr_members; i++)
+		if (a->states[i] == ZA_MEMBER_FAILED ||
+		    a->states[i] == ZA_MEMBER_MISSING ||
+		    a->states[i] == ZA_MEMBER_DRAINING)
+			return true;
+	return false;
+}
+
 static void rb_finished(struct za_rebuild *rb, int result, void *priv)
 {
 	struct za_array *a = priv;
@@ -1003,8 +1016,10 @@ int za_array_assemble(struct za_io *io, const char *name,
 		goto out;
 	}
 	/* Columns lost before the restart (or a rebuild interrupted by it)
-	 * are found again on the drives: carry on. */
-	if (za_engine_degraded(a->eng, NULL, 0))
+	 * are found again on the drives: carry on. A lost or draining member
+	 * with nothing left to rebuild (GC freed its last columns) needs a
+	 * run too: only the end of one retires members (rb_flushed). */
+	if (za_engine_degraded(a->eng, NULL, 0) || members_to_retire(a))
 		rebuild_kick(a);
 	if (changed)
 		sb_round(a);

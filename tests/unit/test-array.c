@@ -35,7 +35,8 @@ static char err[512];
 static void quiet(enum za_log_level lv, const char *msg)
 {
 	(void)lv;
-	(void)msg;
+	if (getenv("ZA_TEST_LOG"))
+		fprintf(stderr, "%s\n", msg);
 }
 
 static void setup(void)
@@ -226,7 +227,10 @@ START_TEST(test_assemble_foreign_missing)
 	b = make("pool2", 2, 1, 8, 3);
 	ck_assert_int_eq(za_array_stop(b), 0);
 
-	/* A foreign member among ours is ignored; two missing: degraded. */
+	/* A foreign member among ours is ignored; two missing: degraded.
+	 * No rebuild: one finding nothing on them would retire them, and
+	 * the three missing below would be one. */
+	za_array_set_auto_rebuild(false);
 	for (i = 0; i < 6; i++)
 		some[i] = pp[i];
 	some[6] = pp[9]; /* pool2's */
@@ -240,6 +244,7 @@ START_TEST(test_assemble_foreign_missing)
 	free(st.members);
 	write_read(a);
 	ck_assert_int_eq(za_array_stop(a), 0);
+	za_array_set_auto_rebuild(true);
 
 	/* Three missing with p = 2: refused, naming them. */
 	ck_assert_int_eq(za_array_assemble(io, "tank", pp, 5, &a, err,
@@ -300,6 +305,51 @@ START_TEST(test_failed_member_recorded_and_stale)
 	ck_assert_int_eq(za_array_stop(a), 0);
 	free(sb);
 	za_array_set_auto_rebuild(true);
+}
+END_TEST
+
+/*
+ * A lost member that no segment needs any more is retired at the next
+ * assembly, though there is nothing to rebuild. Before, only the end of a
+ * rebuild run retired members and assembly started one only for degraded
+ * segments: a member whose last columns garbage collection had freed
+ * while the daemon was down (or being restarted) stayed failed, and the
+ * array degraded, for good (tools/zloop seed 9018).
+ */
+START_TEST(test_lost_member_retired_at_assembly)
+{
+	struct za_array *a = make("tank", 3, 1, 0, 4);
+	struct za_array_status st;
+	unsigned i;
+
+	write_read(a);
+	/* A fifth drive: no segment is on it yet. Fail it, no rebuild. */
+	ck_assert_msg(za_array_add(a, &pp[4], 1, err, sizeof(err)) == 0, "%s",
+		      err);
+	za_array_set_auto_rebuild(false);
+	ck_assert_int_eq(za_array_fail(a, paths[4], err, sizeof(err)), 0);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_DEGRADED);
+	ck_assert_int_eq(st.members[4].state, ZA_MEMBER_FAILED);
+	free(st.members);
+	ck_assert_int_eq(za_array_stop(a), 0);
+
+	za_array_set_auto_rebuild(true);
+	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	for (i = 0; i < 100000; i++) {
+		ck_assert_int_eq(za_array_status(a, &st), 0);
+		if (st.members[4].state == ZA_MEMBER_REMOVED)
+			break;
+		free(st.members);
+		za_io_run_once(io);
+	}
+	ck_assert_int_eq(st.members[4].state, ZA_MEMBER_REMOVED);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	free(st.members);
+	write_read(a);
+	ck_assert_int_eq(za_array_stop(a), 0);
 }
 END_TEST
 
@@ -371,6 +421,7 @@ int main(void)
 	tcase_add_test(tc, test_assemble_order_paths);
 	tcase_add_test(tc, test_assemble_foreign_missing);
 	tcase_add_test(tc, test_failed_member_recorded_and_stale);
+	tcase_add_test(tc, test_lost_member_retired_at_assembly);
 	tcase_add_test(tc, test_volume_size);
 	suite_add_tcase(s, tc);
 	return trun(s);
