@@ -85,7 +85,6 @@ struct za_rebuild {
 	bool rescan; /* look again when the columns in flight are done */
 	bool busy_left; /* some listed segments were still being written */
 	bool space_wait; /* a column waits for GC to free space */
-	uint64_t space_waits; /* times it had to (status, tests) */
 	bool flushing;
 	bool timer_pending;
 	bool in_pass;
@@ -391,7 +390,7 @@ static void dispatch(struct za_rebuild *rb)
 		if (rb->p.vol && !za_volume_spare_ok(rb->p.vol)) {
 			rb->next_todo |= 1ull << col;
 			if (!rb->space_wait) {
-				rb->space_waits++;
+				rb->st.space_waits++;
 				za_log_info("rebuild: waiting for garbage "
 					    "collection to free space");
 			}

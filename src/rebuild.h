@@ -59,6 +59,9 @@ struct za_rebuild_status {
 	uint64_t cols_waiting; /* no member outside the segment can take
 				* them: they wait for a drive (last pass) */
 	uint64_t rate_limit_bps;
+	uint64_t space_waits; /* times a column waited for garbage collection
+			       * to free space (za_volume_spare_ok), since
+			       * the job was created */
 	uint64_t elapsed_ns; /* of the current or last run */
 	int last_error;
 };

@@ -10,7 +10,9 @@
  * per group. Checkpoints: recovery replays only what follows the latest
  * one, a torn one falls back to the one before, crashes at many points
  * (processes killed at crash points) against a model, superseded ones
- * reclaimed by GC, trims kept across checkpoints and GC.
+ * reclaimed by GC, trims kept across checkpoints and GC. Small zones
+ * under a deep queue of writes and flushes: GC near its floor, and no
+ * data stripe ever runs out of space.
  */
 #include <check.h>
 #include <errno.h>
@@ -45,6 +47,11 @@ struct tvol {
 	unsigned k, p;
 	struct za_uuid uuid;
 	uint64_t drive_bytes; /* 0: 64 MiB */
+	/* Geometry; 0: 2 MiB zones (ZNS members: 1.5 MiB capacity), two
+	 * rows of 8 KiB chunks. */
+	uint64_t zone_bytes, zns_cap_bytes;
+	uint32_t chunk_bytes;
+	unsigned rows;
 	uint64_t vol_blocks; /* 0: VOL_BLOCKS; UINT64_MAX: 85% of capacity */
 	uint64_t ckpt_interval; /* za_volume_params.ckpt_interval_bytes */
 	unsigned ckpt_window;
@@ -99,16 +106,23 @@ static void quiet(enum za_log_level lv, const char *msg)
 		fprintf(stderr, "[%d] %s\n", (int)lv, msg);
 }
 
-static void tvol_make_sized(struct tvol *t, unsigned k, unsigned p,
-			    uint64_t drive_bytes, uint64_t vol_blocks)
+static void tvol_init(struct tvol *t, unsigned k, unsigned p,
+		      uint64_t drive_bytes, uint64_t vol_blocks)
+{
+	memset(t, 0, sizeof(*t));
+	t->k = k;
+	t->p = p;
+	t->drive_bytes = drive_bytes;
+	t->vol_blocks = vol_blocks;
+}
+
+/* Drives, engine and volume as tvol_init() and the caller set them. */
+static void tvol_create(struct tvol *t)
 {
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct za_emu_params ep;
 	unsigned i;
 
-	memset(t, 0, sizeof(*t));
-	t->drive_bytes = drive_bytes;
-	t->vol_blocks = vol_blocks;
 	snprintf(t->dir, sizeof(t->dir), "%s/za-vol-XXXXXX", tmp);
 	ck_assert_ptr_nonnull(mkdtemp(t->dir));
 	ck_assert_int_eq(za_io_new(NULL, &t->io), 0);
@@ -119,20 +133,29 @@ static void tvol_make_sized(struct tvol *t, unsigned k, unsigned p,
 		za_emu_params_default(&ep, i % 2 ? ZA_DEV_MODEL_ZNS :
 						   ZA_DEV_MODEL_HM_SMR);
 		ep.size_bytes = t->drive_bytes ? t->drive_bytes : 64ull << 20;
-		ep.zone_size_bytes = 2ull << 20;
-		ep.zone_cap_bytes = i % 2 ? (3ull << 19) : 0;
+		ep.zone_size_bytes = t->zone_bytes ? t->zone_bytes : 2ull << 20;
+		ep.zone_cap_bytes = 0;
+		if (i % 2)
+			ep.zone_cap_bytes = t->zns_cap_bytes ?
+						    t->zns_cap_bytes :
+						    3ull << 19;
 		ep.nr_conv_zones = 0;
 		ep.cache_bytes = 4ull << 20; /* volatile: power cuts bite */
 		ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
 		ck_assert_int_eq(za_dev_open(t->io, path, 0, &t->devs[i]), 0);
 		t->states[i] = ZA_MEMBER_ONLINE;
 	}
-	t->k = k;
-	t->p = p;
 	ck_assert_int_eq(za_uuid_gen(&t->uuid), 0);
 	tvol_start(t, false);
 	t->model = calloc(t->vol_blocks, 4096);
 	ck_assert_ptr_nonnull(t->model);
+}
+
+static void tvol_make_sized(struct tvol *t, unsigned k, unsigned p,
+			    uint64_t drive_bytes, uint64_t vol_blocks)
+{
+	tvol_init(t, k, p, drive_bytes, vol_blocks);
+	tvol_create(t);
 }
 
 static void tvol_make(struct tvol *t, unsigned k, unsigned p)
@@ -149,8 +172,8 @@ static void tvol_start(struct tvol *t, bool recover)
 	prm.geom.k = (uint8_t)t->k;
 	prm.geom.p = (uint8_t)t->p;
 	prm.geom.matrix = ZA_EC_MATRIX_CAUCHY;
-	prm.geom.stripe_rows = 2;
-	prm.geom.chunk_bytes = 8192;
+	prm.geom.stripe_rows = (uint8_t)(t->rows ? t->rows : 2);
+	prm.geom.chunk_bytes = t->chunk_bytes ? t->chunk_bytes : 8192;
 	prm.geom.lblock_bytes = 4096;
 	prm.geom.hdr_bytes = 4096;
 	prm.array_uuid = t->uuid;
@@ -1075,6 +1098,131 @@ START_TEST(test_trim_then_rewrite_replay_order)
 }
 END_TEST
 
+/*
+ * Regression (found by tools/zloop, seeds 5010 and 317): with small zones
+ * a segment holds a few stripes, so the MAX_DATA_INFLIGHT (32) data
+ * stripes a writer may have on their way are several segments' worth.
+ * Writes used to be held back only below one write set of free segments:
+ * the stripes already on their way, then the checkpoint stream, took the
+ * last free segment while GC was moving a victim, and data stripes failed
+ * with -ENOSPC (every later flush with them). Now the stripes on their
+ * way count towards the floor, and writes get no more stripe credit than
+ * the space above it holds. A default-size volume filled to 80% is
+ * overwritten four times by batches of many writes submitted at once (far
+ * more than 32 stripes of them) with flushes among them: GC runs near the
+ * floor all the time, nothing fails, every block reads back as last
+ * written, before and after a crash.
+ */
+static const struct small_geo {
+	unsigned k, p, rows;
+	uint32_t chunk_bytes;
+	uint64_t zone_bytes, zns_cap_bytes;
+	unsigned nr_zones;
+} small_geos[] = {
+	/* slot 20 KiB: 5 stripes in a ZNS zone, 6 in an SMR one */
+	{ 2, 1, 2, 8192, 128ull << 10, 100ull << 10, 48 },
+	/* slot 12 KiB: 5 stripes */
+	{ 4, 2, 2, 4096, 64ull << 10, 60ull << 10, 64 },
+	/* slot 12 KiB: 6 stripes (8 in an SMR zone) */
+	{ 3, 3, 1, 8192, 96ull << 10, 72ull << 10, 64 },
+};
+
+#define SQ_DEPTH 128u
+
+struct sq_req {
+	struct za_vol_req r;
+	struct done_flag d;
+	bool flush;
+	uint64_t lba, n;
+};
+
+START_TEST(test_gc_small_zones_deep_queue)
+{
+	const struct small_geo *g = &small_geos[_i];
+	static struct sq_req q[SQ_DEPTH];
+	const struct za_stripe_layout *l;
+	struct za_engine_space sp;
+	struct za_volume_stats st;
+	uint64_t vb, fill, lba, written = 0, per_seg, max_n, batches = 0;
+	uint8_t *bufs;
+	struct tvol t;
+	unsigned i;
+
+	rng = 9100 + (uint64_t)_i;
+	tvol_init(&t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
+	t.zone_bytes = g->zone_bytes;
+	t.zns_cap_bytes = g->zns_cap_bytes;
+	t.chunk_bytes = g->chunk_bytes;
+	t.rows = g->rows;
+	tvol_create(&t);
+	l = za_engine_layout(t.e);
+	za_engine_space(t.e, &sp);
+	per_seg = sp.data_blocks_per_seg / l->data_blocks;
+	/* Few stripes per segment: 32 on their way are several segments. */
+	ck_assert_uint_ge(per_seg, 2);
+	ck_assert_uint_le(per_seg, 8);
+	vb = t.vol_blocks;
+	fill = vb * 80 / 100;
+	ck_assert_uint_gt(fill, 1000);
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+
+	/* Up to two stripes per write: SQ_DEPTH of them are far more than
+	 * MAX_DATA_INFLIGHT stripes. */
+	max_n = 2 * l->data_blocks;
+	bufs = ablk(SQ_DEPTH * max_n);
+	while (written < 4 * fill) {
+		for (i = 0; i < SQ_DEPTH; i++) {
+			struct sq_req *x = &q[i];
+			uint8_t *buf = bufs + (size_t)i * max_n * 4096;
+			uint64_t w;
+
+			memset(x, 0, sizeof(*x));
+			x->r.done = on_done;
+			x->r.priv = &x->d;
+			x->flush = rnd() % 16 == 0;
+			if (x->flush) {
+				za_volume_flush(t.v, &x->r);
+				continue;
+			}
+			x->n = 1 + rnd() % max_n;
+			x->lba = rnd() % (fill - x->n);
+			for (w = 0; w < x->n * 4096 / 8; w++)
+				((uint64_t *)buf)[w] = rnd();
+			/* Writes take effect in the order they were asked
+			 * for, held back or not: the model follows it. */
+			memcpy(t.model + x->lba * 4096, buf, x->n * 4096);
+			written += x->n;
+			za_volume_write(t.v, &x->r, x->lba * 4096, x->n * 4096,
+					buf, false);
+		}
+		for (i = 0; i < SQ_DEPTH; i++) {
+			za_io_run_until(t.io, &q[i].d.done, 0);
+			ck_assert_msg(
+				q[i].d.result == 0,
+				"batch %llu: %s %u (%llu+%llu) failed: %s",
+				(unsigned long long)batches,
+				q[i].flush ? "flush" : "write", i,
+				(unsigned long long)q[i].lba,
+				(unsigned long long)q[i].n,
+				strerror(-q[i].d.result));
+		}
+		batches++;
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	/* GC ran near the floor: writes had to wait for it. */
+	ck_assert_uint_gt(st.gc_freed_groups, 0);
+	ck_assert_uint_gt(st.writes_stalled, 0);
+	check_range(&t, 0, vb);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	free(bufs);
+	tvol_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("volume");
@@ -1103,6 +1251,12 @@ int main(void)
 	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
 	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
+	suite_add_tcase(s, tc);
+	/* A case of its own: CK_RUN_CASE=small-zones runs it alone. */
+	tc = tcase_create("small-zones");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_gc_small_zones_deep_queue, 0,
+			    sizeof(small_geos) / sizeof(small_geos[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
