@@ -87,6 +87,7 @@ struct za_rebuild {
 	bool space_wait; /* a column waits for GC to free space */
 	bool flushing;
 	bool timer_pending;
+	bool start_again; /* a start came while the last run wound down */
 	bool in_pass;
 
 	/* the current pass */
@@ -197,8 +198,14 @@ static void on_timer(struct za_io_defer *d)
 				      offsetof(struct za_rebuild, timer));
 
 	rb->timer_pending = false;
-	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED)
+	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED) {
+		/* The run ended with this timer set: a start waited for it. */
+		if (rb->start_again && !rb->stopping) {
+			rb->start_again = false;
+			za_rebuild_start(rb);
+		}
 		return;
+	}
 	kick_all(rb);
 	/* A pass waiting for free space: try its next column again. */
 	if (rb->in_pass) {
@@ -640,8 +647,16 @@ void za_rebuild_start(struct za_rebuild *rb)
 			pass_begin(rb);
 		return;
 	}
-	if (rb->stopping || za_rebuild_busy(rb))
-		return; /* winding down: the caller retries */
+	if (rb->stopping)
+		return; /* stopped on purpose: the array is going away */
+	if (za_rebuild_busy(rb)) {
+		/* Only a timer of the run that ended can be left (a run ends
+		 * with no column running and no flush): start when it fires.
+		 * Dropping the start instead left a member that failed just
+		 * as a run ended unrebuilt until the next restart (zloop). */
+		rb->start_again = true;
+		return;
+	}
 	rb->state = ZA_REBUILD_RUNNING;
 	rb->error = 0;
 	rb->st.done_bytes = rb->st.total_bytes = 0;

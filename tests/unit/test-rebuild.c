@@ -424,6 +424,57 @@ START_TEST(test_rebuild_plenty_of_space)
 END_TEST
 
 /*
+ * A start that comes while the last run winds down is not lost. A run
+ * held back by its rate limit keeps a retry timer; stopped, it ends with
+ * that timer still set, and the job counts as busy until it fires. A start
+ * then (a member failing just as a run ended) used to be dropped, and the
+ * member stayed lost until the next restart; now it runs once the timer
+ * has fired.
+ */
+START_TEST(test_rebuild_start_while_winding_down)
+{
+	struct za_rebuild_status st;
+	struct trb t;
+	uint64_t fill, lba;
+
+	rng = 0x57a7000ull;
+	trb_make(&t, &geos[0]);
+	fill = t.vol_blocks / 4;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_sync(&t, lba, 16);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	fail_member(&t, 0);
+	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 0);
+
+	/* Slow: most columns wait on the rate limit's timer. */
+	za_rebuild_set_rate(t.rb, 256 << 10);
+	za_rebuild_start(t.rb);
+	while (!t.rb_done) {
+		za_rebuild_status(t.rb, &st);
+		if (st.done_bytes)
+			break;
+		za_io_run_once(t.io);
+	}
+	za_rebuild_stop(t.rb);
+	za_io_run_until(t.io, &t.rb_done, 0);
+	ck_assert_int_eq(t.rb_result, -ECANCELED);
+	ck_assert_msg(za_rebuild_busy(t.rb),
+		      "the stopped run left no timer: nothing is tested");
+
+	t.rb_done = false;
+	za_rebuild_set_rate(t.rb, 0);
+	za_rebuild_start(t.rb);
+	ck_assert_int_eq(za_io_run_until(t.io, &t.rb_done, 10ull * 1000000000),
+			 0);
+	ck_assert_int_eq(t.rb_result, 0);
+	trb_drain(&t);
+	ck_assert_uint_eq(t.rb_calls, 2);
+	check_rebuilt(&t, 0);
+	trb_free(&t);
+}
+END_TEST
+
+/*
  * Regression (found by tools/zloop, seed 1025): a rebuild took its
  * replacement zones below the point where GC starts, i.e. the last free
  * zones. GC then could not open a segment to move a victim into, and
@@ -505,6 +556,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_rebuild_plenty_of_space, 0,
 			    sizeof(geos) / sizeof(geos[0]));
+	tcase_add_test(tc, test_rebuild_start_while_winding_down);
 	tcase_add_loop_test(tc, test_rebuild_waits_for_gc, 0,
 			    sizeof(geos) / sizeof(geos[0]));
 	suite_add_tcase(s, tc);
