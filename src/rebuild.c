@@ -697,6 +697,9 @@ void za_rebuild_stop(struct za_rebuild *rb)
 {
 	struct rcol *c, *next;
 
+	/* A start waiting for the last run's timer is cancelled too: the
+	 * array may be going away (its stop waits for that timer). */
+	rb->start_again = false;
 	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED)
 		return;
 	rb->stopping = true;

@@ -461,6 +461,30 @@ START_TEST(test_rebuild_start_while_winding_down)
 	ck_assert_msg(za_rebuild_busy(t.rb),
 		      "the stopped run left no timer: nothing is tested");
 
+	/* A stop then cancels that start (the array stops: it waits for
+	 * the timer, and nothing may start under it). */
+	t.rb_done = false;
+	za_rebuild_start(t.rb);
+	za_rebuild_stop(t.rb);
+	trb_drain(&t);
+	ck_assert(!t.rb_done);
+	za_rebuild_status(t.rb, &st);
+	ck_assert_int_eq(st.state, ZA_REBUILD_DONE);
+	ck_assert_uint_eq(t.rb_calls, 1);
+
+	/* Again, without the stop: it runs once the timer has fired. */
+	za_rebuild_set_rate(t.rb, 256 << 10);
+	za_rebuild_start(t.rb);
+	while (!t.rb_done) {
+		za_rebuild_status(t.rb, &st);
+		if (st.done_bytes)
+			break;
+		za_io_run_once(t.io);
+	}
+	za_rebuild_stop(t.rb);
+	za_io_run_until(t.io, &t.rb_done, 0);
+	ck_assert_msg(za_rebuild_busy(t.rb),
+		      "the stopped run left no timer: nothing is tested");
 	t.rb_done = false;
 	za_rebuild_set_rate(t.rb, 0);
 	za_rebuild_start(t.rb);
@@ -468,7 +492,7 @@ START_TEST(test_rebuild_start_while_winding_down)
 			 0);
 	ck_assert_int_eq(t.rb_result, 0);
 	trb_drain(&t);
-	ck_assert_uint_eq(t.rb_calls, 2);
+	ck_assert_uint_eq(t.rb_calls, 3);
 	check_rebuilt(&t, 0);
 	trb_free(&t);
 }
