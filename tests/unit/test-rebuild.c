@@ -431,6 +431,31 @@ END_TEST
  * member stayed lost until the next restart; now it runs once the timer
  * has fired.
  */
+/*
+ * A run slowed by its rate limit (most columns wait on the limit's
+ * timer), stopped once it has made progress: it ends cancelled with that
+ * timer still set, so the job counts as busy.
+ */
+static void slow_run_stopped(struct trb *t)
+{
+	struct za_rebuild_status st;
+
+	t->rb_done = false;
+	za_rebuild_set_rate(t->rb, 256 << 10);
+	za_rebuild_start(t->rb);
+	while (!t->rb_done) {
+		za_rebuild_status(t->rb, &st);
+		if (st.done_bytes)
+			break;
+		za_io_run_once(t->io);
+	}
+	za_rebuild_stop(t->rb);
+	za_io_run_until(t->io, &t->rb_done, 0);
+	ck_assert_int_eq(t->rb_result, -ECANCELED);
+	ck_assert_msg(za_rebuild_busy(t->rb),
+		      "the stopped run left no timer: nothing is tested");
+}
+
 START_TEST(test_rebuild_start_while_winding_down)
 {
 	struct za_rebuild_status st;
@@ -446,20 +471,7 @@ START_TEST(test_rebuild_start_while_winding_down)
 	fail_member(&t, 0);
 	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 0);
 
-	/* Slow: most columns wait on the rate limit's timer. */
-	za_rebuild_set_rate(t.rb, 256 << 10);
-	za_rebuild_start(t.rb);
-	while (!t.rb_done) {
-		za_rebuild_status(t.rb, &st);
-		if (st.done_bytes)
-			break;
-		za_io_run_once(t.io);
-	}
-	za_rebuild_stop(t.rb);
-	za_io_run_until(t.io, &t.rb_done, 0);
-	ck_assert_int_eq(t.rb_result, -ECANCELED);
-	ck_assert_msg(za_rebuild_busy(t.rb),
-		      "the stopped run left no timer: nothing is tested");
+	slow_run_stopped(&t);
 
 	/* A stop then cancels that start (the array stops: it waits for
 	 * the timer, and nothing may start under it). */
@@ -473,18 +485,7 @@ START_TEST(test_rebuild_start_while_winding_down)
 	ck_assert_uint_eq(t.rb_calls, 1);
 
 	/* Again, without the stop: it runs once the timer has fired. */
-	za_rebuild_set_rate(t.rb, 256 << 10);
-	za_rebuild_start(t.rb);
-	while (!t.rb_done) {
-		za_rebuild_status(t.rb, &st);
-		if (st.done_bytes)
-			break;
-		za_io_run_once(t.io);
-	}
-	za_rebuild_stop(t.rb);
-	za_io_run_until(t.io, &t.rb_done, 0);
-	ck_assert_msg(za_rebuild_busy(t.rb),
-		      "the stopped run left no timer: nothing is tested");
+	slow_run_stopped(&t);
 	t.rb_done = false;
 	za_rebuild_set_rate(t.rb, 0);
 	za_rebuild_start(t.rb);
