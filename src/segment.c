@@ -2949,6 +2949,7 @@ struct rb_priv {
 	uint32_t old_zone;
 	int err;
 	struct za_io_defer defer;
+	bool kick_pending; /* defer queued: rp outlives rb_end() until it runs */
 	struct za_dev_req fin;
 };
 
@@ -3080,7 +3081,8 @@ static void rb_end(struct za_col_rebuild *cr)
 	grp->rebuilding--;
 	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
 		group_release_start(e, grp);
-	free(rp);
+	if (!rp->kick_pending) /* else rb_kick_later() frees it */
+		free(rp);
 	cr->priv_eng = NULL;
 	cr->done(cr, err);
 }
@@ -3636,6 +3638,13 @@ static void rb_kick_later(struct za_io_defer *d)
 	struct rb_priv *rp =
 		(struct rb_priv *)((char *)d - offsetof(struct rb_priv, defer));
 
+	rp->kick_pending = false;
+	/* Aborted before its first kick (a stop right after the start):
+	 * the column is over and its owner may have freed it. */
+	if (rp->ended) {
+		free(rp);
+		return;
+	}
 	rb_pump(rp->cr_back);
 }
 
@@ -3719,6 +3728,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 		     cr->member, cr->zone);
 	/* Start on the loop, never inside this call. */
 	rp->defer.fn = rb_kick_later;
+	rp->kick_pending = true;
 	za_io_defer(e->io, &rp->defer);
 	return 0;
 

@@ -1143,6 +1143,74 @@ END_TEST
  * is paused) leaves a partial copy: a restart drops it, the column is
  * lost again, and a second rebuild finishes the job.
  */
+static void rb_done_free(struct za_col_rebuild *cr, int result)
+{
+	bool *done = cr->priv;
+
+	*done = true;
+	ck_assert_int_eq(result, -ECANCELED);
+	memset(cr, 0xa5, sizeof(*cr)); /* its owner is done with it */
+	free(cr);
+}
+
+/*
+ * A column aborted before the loop has run its first step (the array
+ * stopping right after a rebuild started it) ends at once; the step
+ * already queued must then touch neither the column nor the engine's
+ * state of it. It did: zarrayd died with SIGSEGV on SIGTERM during a
+ * rebuild (a tools/zloop rebuild-fault seed, about one replay in four).
+ * The sanitizer tier turns any such use after free into a failure.
+ */
+START_TEST(test_rebuild_abort_before_start)
+{
+	struct tarr t;
+	struct wrec w[40];
+	bool dead[40] = { 0 };
+	struct za_engine_degraded d[64];
+	struct za_seg_info si;
+	struct za_col_rebuild *cr;
+	uint64_t live[8];
+	unsigned i, n = 0, x;
+	bool done = false, never = false;
+
+	rng = 0xab07ull;
+	tarr_make(&t, 8, 3, 2, 4096, 1, 8, 1);
+	for (i = 0; i < 40; i++) {
+		ck_assert_int_eq(write_one(&t, &w[n], 3), 0);
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[0];
+	za_engine_member_fail(t.e, x, -EIO);
+	t.states[x] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	ck_assert_uint_gt(za_engine_degraded(t.e, d, 64), 0);
+	memset(live, 0xff, sizeof(live));
+	cr = calloc(1, sizeof(*cr));
+	ck_assert_ptr_nonnull(cr);
+	cr->seg_id = d[0].seg_id;
+	cr->col = (unsigned)__builtin_ctzll(d[0].todo);
+	cr->nr_stripes = d[0].nr_written;
+	cr->live = live;
+	cr->window = 2;
+	cr->done = rb_done_free;
+	cr->priv = &done;
+	ck_assert_int_eq(za_engine_col_rebuild(t.e, cr), 0);
+	za_engine_col_rebuild_abort(t.e, cr);
+	ck_assert(done); /* ended inside the abort */
+	/* The queued first step runs now and must find nothing to do. */
+	za_io_run_until(t.io, &never, 50ull * 1000 * 1000);
+	/* The column is still to do, and a full rebuild does it. */
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_free(&t);
+}
+END_TEST
+
 START_TEST(test_rebuild_interrupted)
 {
 	struct tarr t;
@@ -1726,6 +1794,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_rebuild, 0,
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
+	tcase_add_test(tc, test_rebuild_abort_before_start);
 	tcase_add_test(tc, test_drain);
 	tcase_add_loop_test(tc, test_drain_release_restart, 0, 2);
 	tcase_add_test(tc, test_header_absent);
