@@ -238,11 +238,18 @@ static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 		uint64_t i;
 
 		/*
-		 * The buffer's stripe must not claim these blocks any more:
-		 * if it is written (or rewritten) after the newer data, crash
-		 * recovery, which replays in sequence order, would bring the
-		 * old blocks back.
+		 * A buffer not yet handed to the engine must not claim these
+		 * blocks any more: it will be written after the newer data,
+		 * with a higher sequence number, and replay would bring the
+		 * old blocks back. A submitted stripe keeps its LBA table: it
+		 * already has its sequence number, lower than the newer
+		 * data's, and it may still be waiting in the engine's queue,
+		 * its headers not yet filled. Dropping the LBAs there wrote a
+		 * flushed block's only copy without its LBA while the newer
+		 * version was not flushed yet (zloop seed 7017).
 		 */
+		if (b && b->ep)
+			return;
 		for (i = 0; b && i < n; i++)
 			b->s->lbas[old->pos + i] = ZA_STRIPE_LBA_NONE;
 		return;

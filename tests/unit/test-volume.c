@@ -12,7 +12,8 @@
  * (processes killed at crash points) against a model, superseded ones
  * reclaimed by GC, trims kept across checkpoints and GC. Small zones
  * under a deep queue of writes and flushes: GC near its floor, and no
- * data stripe ever runs out of space.
+ * data stripe ever runs out of space. A flushed block overwritten while
+ * its journal stripe still waits in the engine's queue survives a crash.
  */
 #include <check.h>
 #include <errno.h>
@@ -1099,6 +1100,78 @@ START_TEST(test_trim_then_rewrite_replay_order)
 END_TEST
 
 /*
+ * Regression (found by tools/zloop, seed 7017): a block flushed into the
+ * journal and overwritten while its journal stripe still waited in the
+ * engine's queue (here: for the journal's first group to open) lost its
+ * LBA from that stripe's header, which was filled only when the stripe was
+ * dispatched. The flush returned, the newer version was never flushed,
+ * and after a crash the block read back as zeros. A stripe handed to the
+ * engine now keeps its LBA table: the newer write has a higher sequence
+ * number, so recovery's replay order alone decides.
+ */
+START_TEST(test_overwrite_while_journal_queued)
+{
+	enum { NQ = 16 }; /* journal stripes: more than a segment takes */
+	struct tvol t;
+	struct done_flag fd[NQ] = { 0 }, wd[NQ + 1] = { 0 };
+	struct za_vol_req fr[NQ], wr[NQ + 1];
+	const uint64_t base = 77;
+	uint8_t *v1 = ablk(NQ), *v2 = ablk(1), *got = ablk(1);
+	unsigned i;
+
+	tvol_make(&t, 3, 3);
+	/* No checkpoint: it would make the last write durable too. */
+	t.ckpt_interval = UINT64_MAX;
+	tvol_close(&t);
+	tvol_open(&t, false);
+	memset(v1, 0xa1, NQ * 4096);
+	memset(v2, 0xb2, 4096);
+	/*
+	 * Before the loop runs once: NQ one-block writes, each followed by
+	 * a flush that journals it; the engine dispatches the first few
+	 * journal stripes and queues the rest. Then the last block is
+	 * written again while its journal stripe waits in that queue.
+	 */
+	for (i = 0; i < NQ; i++) {
+		v1[i * 4096] = (uint8_t)i;
+		wr[i].done = fr[i].done = on_done;
+		wr[i].priv = &wd[i];
+		fr[i].priv = &fd[i];
+		za_volume_write(t.v, &wr[i], (base + i) * 4096, 4096,
+				v1 + i * 4096, false);
+		za_volume_flush(t.v, &fr[i]);
+		memcpy(t.model + (base + i) * 4096, v1 + i * 4096, 4096);
+	}
+	wr[NQ].done = on_done;
+	wr[NQ].priv = &wd[NQ];
+	za_volume_write(t.v, &wr[NQ], (base + NQ - 1) * 4096, 4096, v2, false);
+	for (i = 0; i <= NQ; i++) {
+		za_io_run_until(t.io, &wd[i].done, 0);
+		ck_assert_int_eq(wd[i].result, 0);
+	}
+	for (i = 0; i < NQ; i++) {
+		za_io_run_until(t.io, &fd[i].done, 0);
+		ck_assert_int_eq(fd[i].result, 0);
+	}
+	/* The blocks were flushed; the last write never was and stays in the
+	 * open buffer, which the crash loses. */
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, base, NQ - 1);
+	ck_assert_int_eq(
+		za_volume_read_sync(t.v, (base + NQ - 1) * 4096, 4096, got), 0);
+	ck_assert_msg(!memcmp(got, v1 + (NQ - 1) * 4096, 4096) ||
+			      !memcmp(got, v2, 4096),
+		      "block %llu holds neither the flushed version nor the "
+		      "later one (first bytes 0x%02x 0x%02x)",
+		      (unsigned long long)(base + NQ - 1), got[0], got[1]);
+	free(v1);
+	free(v2);
+	free(got);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
  * Regression (found by tools/zloop, seeds 5010 and 317): with small zones
  * a segment holds a few stripes, so the MAX_DATA_INFLIGHT (32) data
  * stripes a writer may have on their way are several segments' worth.
@@ -1251,6 +1324,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
 	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
+	tcase_add_test(tc, test_overwrite_while_journal_queued);
 	suite_add_tcase(s, tc);
 	/* A case of its own: CK_RUN_CASE=small-zones runs it alone. */
 	tc = tcase_create("small-zones");
