@@ -2413,6 +2413,169 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 	return ret;
 }
 
+/*
+ * A crash can tear a stripe: its columns are written in parallel, so some
+ * may be on the drives while others never got there (or only their first
+ * part: a slot larger than one I/O is written in pieces). Such a stripe
+ * was never complete, so nothing flushed depends on it, but with k
+ * columns or more it is readable and replayed, and its blocks become what
+ * the volume serves. Left as it is, it would have fewer than p columns of
+ * redundancy, and nothing would ever restore them: one failure later its
+ * data would be gone (zloop seed 7016). Dropping it instead is not stable:
+ * the end of recovery finishes the zone, and the next recovery would find
+ * the slot inside a full zone and take the stripe after all.
+ *
+ * So recovery completes it: every torn column of a writable member, still
+ * at its original place, whose zone's write pointer stops inside or at
+ * the start of the stripe's slot, is decoded from k verified columns and
+ * written from the write pointer to the end of the slot (the bytes before
+ * it are already there, from the same buffer). A stripe that cannot be
+ * completed (fewer than k verified columns, a member not writable) is
+ * left as before. Returns the number of columns written.
+ */
+static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
+{
+	struct za_engine *e = rc->e;
+	struct za_segment *g = seg_find(e, r->seg_id);
+	const struct za_stripe_layout *l;
+	uint8_t *in = NULL, *pay[ZA_EC_MAX_WIDTH] = { 0 },
+		*tab[ZA_EC_MAX_WIDTH] = { 0 };
+	uint64_t torn = 0, avail = 0, off[ZA_EC_MAX_WIDTH];
+	struct za_stripe_hdr h;
+	unsigned c, have = 0, src = 0, done = 0;
+	uint32_t j;
+
+	if (!g || r->bad)
+		return 0;
+	l = &g->st->l;
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+
+		if (col_absent(g, c) || !readable(m) ||
+		    g->member[c] != g->hdr_member[c] ||
+		    g->zone[c] != g->hdr_zone[c] ||
+		    r->stripe_idx >= g->col_upto[c])
+			continue;
+		off[c] = (uint64_t)g->zone[c] * m->zone_bytes +
+			 (uint64_t)r->stripe_idx * l->slot_bytes;
+		if (m->zwp[g->zone[c]] >= off[c] + l->slot_bytes)
+			continue; /* written: present, or damaged at rest */
+		if (!writable(m) || m->zwp[g->zone[c]] < off[c])
+			return 0; /* cannot write it, or not its turn */
+		torn |= 1ull << c;
+	}
+	if (!torn)
+		return 0;
+	if (posix_memalign((void **)&in, 4096,
+			   (size_t)(l->width + 1) * l->slot_bytes))
+		return 0;
+	/* k verified columns of this very write. */
+	for (c = 0; c < l->width && have < l->k; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint8_t *slot = in + (size_t)c * l->slot_bytes;
+		uint64_t base, o;
+		bool bad = false;
+
+		if ((torn & (1ull << c)) || !(r->cols & (1ull << c)) ||
+		    col_absent(g, c) || !readable(m) ||
+		    r->stripe_idx >= g->col_upto[c])
+			continue;
+		base = (uint64_t)g->zone[c] * m->zone_bytes +
+		       (uint64_t)r->stripe_idx * l->slot_bytes;
+		for (o = 0; o < l->slot_bytes && !bad; o += e->io_max) {
+			uint64_t n = l->slot_bytes - o < e->io_max ?
+					     l->slot_bytes - o :
+					     e->io_max;
+
+			bad = za_dev_io_sync(m->dev, ZA_DEV_OP_READ, base + o,
+					     slot + o, n, NULL) != 0;
+		}
+		if (bad || za_stripe_hdr_decode(slot, &h) ||
+		    !za_uuid_eq(&h.array_uuid, &e->uuid) || h.seg_id != g->id ||
+		    h.stripe_idx != r->stripe_idx || h.col != c ||
+		    h.seq != r->seq || hdr_place_check(g, &h))
+			continue;
+		for (j = 0; j < l->col_blocks && !bad; j++)
+			bad = za_crc32c(slot + ZA_STRIPE_HDR_BYTES +
+						(uint64_t)j * 4096,
+					4096) != h.blk_crc[j];
+		if (bad)
+			continue;
+		pay[c] = slot + ZA_STRIPE_HDR_BYTES;
+		tab[c] = slot + ZA_STRIPE_LBA_OFF;
+		avail |= 1ull << c;
+		src = c;
+		have++;
+	}
+	if (have < l->k)
+		goto out;
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint8_t *out = in + (size_t)l->width * l->slot_bytes;
+		uint32_t z = g->zone[c];
+		uint64_t from, o;
+		int ret = 0;
+
+		if (!(torn & (1ull << c)))
+			continue;
+		memset(out, 0, l->slot_bytes);
+		pay[c] = out + ZA_STRIPE_HDR_BYTES;
+		tab[c] = out + ZA_STRIPE_LBA_OFF;
+		if (za_ec_reconstruct(g->st->ec, l->col_payload_bytes, pay,
+				      avail, 1ull << c) ||
+		    za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+				      avail, 1ull << c) ||
+		    za_stripe_hdr_decode(in + (size_t)src * l->slot_bytes, &h))
+			break;
+		pay[c] = tab[c] = NULL;
+		/* The stripe's fields, this column's own checksums, and the
+		 * column at its first place (no rebuild flags). */
+		h.col = (uint8_t)c;
+		h.flags = 0;
+		h.at_member = 0;
+		h.at_zone = 0;
+		for (j = 0; j < l->col_blocks; j++)
+			h.blk_crc[j] = za_crc32c(out + ZA_STRIPE_HDR_BYTES +
+							 (uint64_t)j * 4096,
+						 4096);
+		h.lba_crc =
+			za_crc32c(out + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+		za_stripe_hdr_encode(&h, out);
+		from = m->zwp[z];
+		for (o = from - off[c]; o < l->slot_bytes && !ret;) {
+			uint64_t n = l->slot_bytes - o < e->io_max ?
+					     l->slot_bytes - o :
+					     e->io_max;
+
+			ret = za_dev_io_sync(m->dev, ZA_DEV_OP_WRITE,
+					     off[c] + o, out + o, n, NULL);
+			if (!ret)
+				m->zwp[z] = off[c] + o + n;
+			o += n;
+		}
+		if (ret) {
+			za_log_warn("%s: zone %u offset %llu: completing "
+				    "stripe %u of segment %llu failed: %s",
+				    m->dev->path, z, (unsigned long long)from,
+				    r->stripe_idx, (unsigned long long)g->id,
+				    strerror(-ret));
+			continue;
+		}
+		/* Not left open: torn zones of many segments may follow. */
+		za_dev_io_sync(m->dev, ZA_DEV_OP_CLOSE_ZONE,
+			       (uint64_t)z * m->zone_bytes, NULL, 0, NULL);
+		r->cols |= 1ull << c;
+		done++;
+		za_log_info("recovery: segment %llu stripe %u: column %u, torn "
+			    "by the crash, completed on member %u zone %u",
+			    (unsigned long long)g->id, r->stripe_idx, c,
+			    g->member[c], z);
+	}
+out:
+	free(in);
+	return done;
+}
+
 /* Columns whose rebuild was interrupted go back to their lost place. */
 static void rec_drop_partial(struct za_engine *e)
 {
@@ -2445,6 +2608,7 @@ int za_engine_recover_from(
 {
 	struct rec_ctx rc = { .e = e };
 	uint64_t *lbas = NULL, min_seq = 0;
+	unsigned completed = 0;
 	uint32_t maxdb = 0;
 	size_t i, o;
 	unsigned mi, si;
@@ -2519,10 +2683,11 @@ int za_engine_recover_from(
 	if (start)
 		ret = start(priv, &min_seq);
 	for (i = 0; i < rc.nr && !ret; i++) {
-		const struct rec_stripe *r = &rc.st[i];
+		struct rec_stripe *r = &rc.st[i];
 		struct za_recovered_stripe rs = { 0 };
 		struct za_segment *g = seg_find(e, r->seg_id);
 
+		completed += rec_complete(&rc, r);
 		if (r->seq <= min_seq)
 			continue;
 		if (r->bad || !g ||
@@ -2552,6 +2717,15 @@ int za_engine_recover_from(
 	}
 	if (ret)
 		goto out;
+	/* Completed columns are durable before their zones are finished. */
+	if (completed) {
+		for (mi = 0; mi < e->nr_members; mi++)
+			if (writable(&e->m[mi]))
+				za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_FLUSH, 0,
+					       NULL, 0, NULL);
+		za_log_info("recovery: %u torn stripe columns completed",
+			    completed);
+	}
 	/* Zones nobody claims are garbage: reset them for reuse. */
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];

@@ -13,7 +13,8 @@
  * reclaimed by GC, trims kept across checkpoints and GC. Small zones
  * under a deep queue of writes and flushes: GC near its floor, and no
  * data stripe ever runs out of space. A flushed block overwritten while
- * its journal stripe still waits in the engine's queue survives a crash.
+ * its journal stripe still waits in the engine's queue survives a crash;
+ * a stripe a crash tore (one column missing) is completed by recovery.
  */
 #include <check.h>
 #include <errno.h>
@@ -1172,6 +1173,65 @@ START_TEST(test_overwrite_while_journal_queued)
 END_TEST
 
 /*
+ * Regression (found by tools/zloop, seed 7016): a crash tore a stripe -
+ * its columns are written in parallel, and one never reached its drive
+ * while the others did. Recovery took the stripe (k + p - 1 columns are
+ * readable), the volume served its blocks, and nothing ever restored the
+ * missing column: after a flush, p more lost members made those blocks
+ * unreadable. Recovery now completes a torn stripe's columns. Here every
+ * drive but one of the stripe's writes back its cache before the power
+ * cut; after recovery and a flush, p other members of the stripe are
+ * lost, and every block still reads back.
+ */
+START_TEST(test_torn_stripe_completed)
+{
+	struct tvol t;
+	uint64_t before[N], n;
+	const uint64_t base = 256;
+	unsigned i, torn = N, miss = 0, nmiss = 0;
+
+	rng = 7016;
+	tvol_make(&t, 4, 2);
+	t.ckpt_interval = UINT64_MAX; /* recovery replays the stripe */
+	tvol_close(&t);
+	tvol_open(&t, false);
+	n = za_engine_layout(t.e)->data_blocks;
+	write_rand(&t, 0, 64, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	for (i = 0; i < N; i++)
+		before[i] = t.devs[i]->stats.write_bytes;
+	/* One whole data stripe, not flushed. */
+	write_rand(&t, base, n, false);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	for (i = 0; i < N; i++) {
+		if (t.devs[i]->stats.write_bytes == before[i])
+			continue; /* not a member of the stripe */
+		if (torn == N) {
+			torn = i; /* its column goes with the power cut */
+			continue;
+		}
+		ck_assert_int_eq(za_dev_io_sync(t.devs[i], ZA_DEV_OP_FLUSH, 0,
+						NULL, 0, NULL),
+				 0);
+		if (nmiss < 2) {
+			miss |= 1u << i;
+			nmiss++;
+		}
+	}
+	ck_assert_uint_lt(torn, N);
+	ck_assert_uint_eq(nmiss, 2);
+	tvol_crash_and_recover(&t, 0);
+	/* Readable from k + p - 1 columns: served, so it must be kept. */
+	check_range(&t, 0, VOL_BLOCKS);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	tvol_crash_and_recover(&t, miss);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
  * Regression (found by tools/zloop, seeds 5010 and 317): with small zones
  * a segment holds a few stripes, so the MAX_DATA_INFLIGHT (32) data
  * stripes a writer may have on their way are several segments' worth.
@@ -1325,6 +1385,7 @@ int main(void)
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
 	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
 	tcase_add_test(tc, test_overwrite_while_journal_queued);
+	tcase_add_test(tc, test_torn_stripe_completed);
 	suite_add_tcase(s, tc);
 	/* A case of its own: CK_RUN_CASE=small-zones runs it alone. */
 	tc = tcase_create("small-zones");
