@@ -1010,6 +1010,8 @@ int za_array_assemble(struct za_io *io, const char *name,
 		ret = za_volume_recover(a->vol);
 	if (!ret)
 		ret = rebuild_new(a);
+	if (!ret)
+		ret = za_rebuild_mark_dead_now(a->rb);
 	if (ret) {
 		seterr(err, errlen, "cannot recover the volume: %s",
 		       strerror(-ret));

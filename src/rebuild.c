@@ -533,39 +533,34 @@ static void flushed(struct za_vol_req *r, int result)
 	dispatch(rb);
 }
 
-static void pass_begin(struct za_rebuild *rb)
+/*
+ * List the degraded segments and walk the map for their live stripes
+ * (steps 1 and 2). Returns 0 with rb->nr_segs == 0 when nothing is
+ * degraded, or -errno; on an error the lists are cleared.
+ */
+static int list_live(struct za_rebuild *rb)
 {
+	struct za_engine_degraded *d;
 	size_t n, i;
 	int ret = 0;
 
-	rb->st.cols_waiting = 0; /* counted again by this pass */
 	n = za_engine_degraded(rb->p.eng, NULL, 0);
-	if (!n) {
-		run_end(rb, rb->error);
-		return;
-	}
+	if (!n)
+		return 0;
 	rb->segs = calloc(n, sizeof(*rb->segs));
-	if (!rb->segs) {
-		run_end(rb, -ENOMEM);
-		return;
-	}
-	{
-		struct za_engine_degraded *d = calloc(n, sizeof(*d));
-
-		if (!d) {
-			free(rb->segs);
-			rb->segs = NULL;
-			run_end(rb, -ENOMEM);
-			return;
-		}
-		rb->nr_segs = za_engine_degraded(rb->p.eng, d, n);
-		if (rb->nr_segs > n) /* cannot grow in between: same tick */
-			rb->nr_segs = n;
-		for (i = 0; i < rb->nr_segs; i++)
-			rb->segs[i].d = d[i];
+	d = calloc(n, sizeof(*d));
+	if (!rb->segs || !d) {
+		free(rb->segs);
 		free(d);
+		rb->segs = NULL;
+		return -ENOMEM;
 	}
-	rb->in_pass = true;
+	rb->nr_segs = za_engine_degraded(rb->p.eng, d, n);
+	if (rb->nr_segs > n) /* cannot grow in between: same tick */
+		rb->nr_segs = n;
+	for (i = 0; i < rb->nr_segs; i++)
+		rb->segs[i].d = d[i];
+	free(d);
 	for (i = 0; i < rb->nr_segs && !ret; i++) {
 		struct rseg *s = &rb->segs[i];
 		struct rgrp *g;
@@ -612,14 +607,28 @@ static void pass_begin(struct za_rebuild *rb)
 			for (k = 0; k < rb->segs[i].d.nr_written; k++)
 				set_live(&rb->segs[i], k);
 		}
+	if (ret)
+		pass_clear(rb);
+	return ret;
+}
+
+static void pass_begin(struct za_rebuild *rb)
+{
+	int ret;
+
+	rb->st.cols_waiting = 0; /* counted again by this pass */
+	ret = list_live(rb);
 	if (ret) {
 		za_log_err("rebuild: cannot list live data: %s",
 			   strerror(-ret));
-		pass_clear(rb);
-		rb->in_pass = false;
 		run_end(rb, ret);
 		return;
 	}
+	if (!rb->nr_segs) {
+		run_end(rb, rb->error);
+		return;
+	}
+	rb->in_pass = true;
 	rb->next_seg = 0;
 	rb->next_todo = rb->segs[0].d.todo;
 	za_log_info("rebuild: %zu degraded segments to look at", rb->nr_segs);
@@ -633,6 +642,34 @@ static void pass_begin(struct za_rebuild *rb)
 	rb->flush.priv = rb;
 	rb->flushing = true;
 	za_volume_flush(rb->p.vol, &rb->flush);
+}
+
+int za_rebuild_mark_dead_now(struct za_rebuild *rb)
+{
+	unsigned marked = 0;
+	size_t i;
+	int ret;
+
+	if (rb->in_pass || !rb->p.vol)
+		return 0;
+	ret = list_live(rb);
+	if (ret)
+		return ret;
+	for (i = 0; i < rb->nr_segs; i++) {
+		const struct rseg *s = &rb->segs[i];
+		uint64_t cols = s->d.lost_cols & s->d.todo;
+
+		if (s->nr_live || !cols || s->d.busy)
+			continue;
+		za_engine_seg_mark_dead(rb->p.eng, s->d.seg_id, cols);
+		marked += (unsigned)__builtin_popcountll(cols);
+	}
+	if (marked)
+		za_log_info("rebuild: %u lost columns of segments with no live "
+			    "data left alone",
+			    marked);
+	pass_clear(rb);
+	return 0;
 }
 
 /* ---- control ---- */

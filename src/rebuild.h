@@ -77,6 +77,16 @@ bool za_rebuild_busy(const struct za_rebuild *rb);
  * job stays paused.
  */
 void za_rebuild_start(struct za_rebuild *rb);
+/*
+ * Right after crash recovery, when memory holds nothing the drives do not
+ * (the map is what they hold): mark the lost columns of segments with no
+ * live data dead at once, as a run's pass would after its flush. Which
+ * columns were left dead is not on the drives, and until then such
+ * segments count as lost: with more than p of them gone the array would
+ * assemble failed and every flush fail, the first pass's flush included.
+ * Synchronous; does nothing while a run is in a pass. 0 or -ENOMEM.
+ */
+int za_rebuild_mark_dead_now(struct za_rebuild *rb);
 void za_rebuild_pause(struct za_rebuild *rb);
 void za_rebuild_resume(struct za_rebuild *rb);
 void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps);

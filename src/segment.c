@@ -1249,8 +1249,8 @@ static void col_write_done(struct za_dev_req *req)
 
 /*
  * Lost columns (absent, or on a member not readable) of the worst segment
- * that may hold live data (a segment whose lost columns were all marked
- * dead holds none there); *beyond is set when some segment lost more than
+ * that may hold live data (a segment with columns marked dead holds none);
+ * *beyond is set when some segment lost more than
  * its code's p: data there is gone. Members count only through the
  * segments they hold: a lost member whose columns were rebuilt, or two
  * that never shared a segment, lose nothing.
@@ -1275,7 +1275,11 @@ static unsigned seg_lost_scan(const struct za_engine *e, bool *beyond)
 				if (col_absent(g, c) ||
 				    (any && !readable(&e->m[g->member[c]])))
 					lost |= 1ull << c;
-			if (!(lost & ~g->dead_cols))
+			/* Columns are marked dead only in a segment that
+			 * holds no live stripe (za_engine_seg_mark_dead), and
+			 * a sealed segment never gets any: all of it is dead,
+			 * whatever it loses later. */
+			if (!lost || g->dead_cols)
 				continue;
 			n = (unsigned)__builtin_popcountll(lost);
 			if (n > worst)

@@ -249,7 +249,7 @@ unsigned za_engine_nr_lost(const struct za_engine *e);
 /*
  * Redundancy the worst segment that may hold live data has lost: its
  * columns absent (opened on fewer than k+p members) or on members not
- * readable, rebuilding or not. Lost columns all marked dead
+ * readable, rebuilding or not. Segments with columns marked dead
  * (za_engine_seg_mark_dead) do not count. 0: every segment is whole.
  */
 unsigned za_engine_seg_lost_max(const struct za_engine *e);
@@ -396,8 +396,10 @@ struct za_engine_degraded {
  */
 size_t za_engine_degraded(const struct za_engine *e,
 			  struct za_engine_degraded *out, size_t max);
-/* Lost columns @cols of a segment hold no live data: leave them lost and
- * stop reporting them. 0 or -ENOENT. */
+/* Lost columns @cols of a sealed segment that holds no live data at all:
+ * leave them lost and stop reporting them; the segment no longer counts
+ * as lost (za_engine_seg_lost_max), whatever it loses later. Only for a
+ * segment with no live stripe. 0 or -ENOENT. */
 int za_engine_seg_mark_dead(struct za_engine *e, uint64_t seg_id,
 			    uint64_t cols);
 /* Segment columns that still need member @idx (dead ones excluded). */
