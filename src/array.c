@@ -1467,11 +1467,22 @@ int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
 	return ret;
 }
 
-/* Can @n more members stop taking new segments? */
-static int drain_check(struct za_array *a, unsigned n, char *err, size_t errlen)
+/*
+ * Can the @n members @idx stop taking new segments? Enough writable
+ * members must remain for k+p, and they must hold the whole volume (not
+ * only today's live data: the user may fill it at any time) with the
+ * reserve garbage collection needs, the one the volume was sized with.
+ * A drain that does not fit runs out of zones halfway (tools/zloop
+ * --drain, seed 30110); refusing up front leaves the array as it was.
+ */
+static int drain_check(struct za_array *a, const int *idx, unsigned n,
+		       char *err, size_t errlen)
 {
 	unsigned w = (unsigned)a->sb->geom.k + a->sb->geom.p;
 	unsigned left = za_engine_nr_writable(a->eng);
+	bool gone[ZA_SB_MAX_MEMBERS] = { false };
+	uint64_t room, size;
+	unsigned i;
 
 	if (left < n || left - n < w) {
 		seterr(err, errlen,
@@ -1479,6 +1490,24 @@ static int drain_check(struct za_array *a, unsigned n, char *err, size_t errlen)
 		       "needs %u",
 		       left >= n ? left - n : 0, (unsigned)a->sb->geom.k,
 		       (unsigned)a->sb->geom.p, w);
+		return -ENOSPC;
+	}
+	if (!a->vol)
+		return 0;
+	assert(a->nr_members <= ZA_SB_MAX_MEMBERS);
+	for (i = 0; i < n; i++)
+		gone[idx[i]] = true;
+	room = za_volume_max_size_without(a->vol, gone);
+	size = za_volume_size(a->vol);
+	if (size > room) {
+		seterr(err, errlen,
+		       "removing would leave room for %llu bytes of volume "
+		       "on %u writable members with %u+%u and the reserve "
+		       "garbage collection needs; '%s' is %llu bytes (add a "
+		       "drive first)",
+		       (unsigned long long)room, left - n,
+		       (unsigned)a->sb->geom.k, (unsigned)a->sb->geom.p,
+		       a->sb->name, (unsigned long long)size);
 		return -ENOSPC;
 	}
 	return 0;
@@ -1524,7 +1553,7 @@ int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 			return -EINVAL;
 		}
 	}
-	ret = drain_check(a, n, err, errlen);
+	ret = drain_check(a, idx, n, err, errlen);
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {

@@ -156,7 +156,9 @@ void za_array_set_auto_rebuild(bool on);
  * formatted and becomes a member new segments use at once. remove: the
  * members drain (no new segments; their columns are copied to the others,
  * full redundancy kept throughout), then become "removed" with their
- * superblocks cleared. replace: NEW is added and OLD drains onto it (a
+ * superblocks cleared; refused (-ENOSPC) when the members left would be
+ * fewer than k+p or could not hold the whole volume with the reserve
+ * garbage collection needs. replace: NEW is added and OLD drains onto it (a
  * failed OLD is rebuilt onto it). Each returns 0 once the job started,
  * or -errno with @err set.
  */

@@ -2004,7 +2004,14 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 			st->free_zones += e->m[i].free_zones;
 }
 
-static uint64_t min_zone_cap(const struct za_engine *e)
+/* Writable, and not one of the members a what-if leaves out (@gone). */
+static bool writable_but(const struct za_engine *e, unsigned i,
+			 const bool *gone)
+{
+	return writable(&e->m[i]) && !(gone && gone[i]);
+}
+
+static uint64_t min_zone_cap(const struct za_engine *e, const bool *gone)
 {
 	uint64_t min = UINT64_MAX;
 	unsigned i;
@@ -2013,7 +2020,7 @@ static uint64_t min_zone_cap(const struct za_engine *e)
 	for (i = 0; i < e->nr_members; i++) {
 		const struct member *m = &e->m[i];
 
-		if (!writable(m))
+		if (!writable_but(e, i, gone))
 			continue;
 		for (z = 0; z < m->nr_zones; z++)
 			if ((m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED) &&
@@ -2048,14 +2055,22 @@ static uint64_t segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 	return lo;
 }
 
-void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
+/*
+ * One body for za_engine_space() (@gone NULL) and the what-if of
+ * za_engine_space_without(), so that a drain is judged by exactly the
+ * arithmetic the volume sizes itself with.
+ */
+static void space_of(const struct za_engine *e, const bool *gone,
+		     struct za_engine_space *sp)
 {
 	const struct za_stripe_layout *l = &e->streams[0].l;
 	uint64_t *fc, *tc;
-	unsigned i, n = 0, w = nr_writable(e);
+	unsigned i, n = 0, w = 0;
 	uint32_t z;
 
 	memset(sp, 0, sizeof(*sp));
+	for (i = 0; i < e->nr_members; i++)
+		w += writable_but(e, i, gone);
 	fc = calloc(e->nr_members, sizeof(*fc));
 	tc = calloc(e->nr_members, sizeof(*tc));
 	if (!fc || !tc)
@@ -2063,7 +2078,7 @@ void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
 	for (i = 0; i < e->nr_members; i++) {
 		const struct member *m = &e->m[i];
 
-		if (!writable(m))
+		if (!writable_but(e, i, gone))
 			continue;
 		fc[n] = m->free_zones;
 		for (z = 0; z < m->nr_zones; z++)
@@ -2090,10 +2105,21 @@ void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
 		sp->write_set_segs += i == 0 ? segs : segs ? 1 : 0;
 	}
 	sp->data_blocks_per_seg =
-		min_zone_cap(e) / l->slot_bytes * l->data_blocks;
+		min_zone_cap(e, gone) / l->slot_bytes * l->data_blocks;
 out:
 	free(fc);
 	free(tc);
+}
+
+void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
+{
+	space_of(e, NULL, sp);
+}
+
+void za_engine_space_without(const struct za_engine *e, const bool *gone,
+			     struct za_engine_space *sp)
+{
+	space_of(e, gone, sp);
 }
 
 uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)

@@ -312,6 +312,14 @@ struct za_engine_space {
 	uint64_t data_blocks_per_seg; /* data stream, shortest zone */
 };
 void za_engine_space(const struct za_engine *e, struct za_engine_space *sp);
+/*
+ * The same numbers as if the members with @gone[i] set were not writable:
+ * what the others would have once those are drained away. @gone has one
+ * entry per member, indexed as za_engine_member_add() and the params
+ * number them (the array's member indices).
+ */
+void za_engine_space_without(const struct za_engine *e, const bool *gone,
+			     struct za_engine_space *sp);
 
 /*
  * Give a group's zones back (garbage collection has moved its live data):

@@ -747,6 +747,25 @@ uint64_t za_volume_default_size(const struct za_engine *e)
 	return default_size(e, false);
 }
 
+/*
+ * za_volume_max_size()'s formula over the members left once @gone are
+ * drained: every zone of the others, used or free, since the user may
+ * fill the whole volume after the drain, less the same reserve.
+ */
+uint64_t za_volume_max_size_without(const struct za_volume *v, const bool *gone)
+{
+	struct za_engine_space sp;
+	uint64_t reserve, a, b;
+
+	za_engine_space_without(v->eng, gone, &sp);
+	a = sp.total_segs * 15 / 100;
+	b = 3 * gc_write_sets(&sp) + 2 + 1;
+	reserve = a > b ? a : b;
+	if (sp.total_segs <= reserve)
+		return 0;
+	return (sp.total_segs - reserve) * sp.data_blocks_per_seg * 4096;
+}
+
 static bool can_write(const struct za_volume *v)
 {
 	return !(v->critical && v->gc.active) &&
@@ -2378,16 +2397,7 @@ int za_volume_walk_live(struct za_volume *v,
  */
 uint64_t za_volume_max_size(const struct za_volume *v)
 {
-	struct za_engine_space sp;
-	uint64_t reserve, a, b;
-
-	za_engine_space(v->eng, &sp);
-	a = sp.total_segs * 15 / 100;
-	b = 3 * gc_write_sets(&sp) + 2 + 1;
-	reserve = a > b ? a : b;
-	if (sp.total_segs <= reserve)
-		return 0;
-	return (sp.total_segs - reserve) * sp.data_blocks_per_seg * 4096;
+	return za_volume_max_size_without(v, NULL);
 }
 
 /*

@@ -82,6 +82,13 @@ int za_volume_recover(struct za_volume *v);
  * sets with the journal's). For an engine the volume is not built on yet.
  */
 uint64_t za_volume_default_size(const struct za_engine *e);
+/*
+ * za_volume_max_size() as if the members with @gone[i] set (one entry per
+ * member; NULL: none) were not writable: the largest volume the others
+ * can hold once those are drained away (zarray remove).
+ */
+uint64_t za_volume_max_size_without(const struct za_volume *v,
+				    const bool *gone);
 /* Nothing may be in flight (za_volume_busy). */
 void za_volume_free(struct za_volume *v);
 bool za_volume_busy(const struct za_volume *v);

@@ -8,6 +8,9 @@
  * and a failed member recorded in the survivors' superblocks. Members
  * lost one after the other, more than p in all, each rebuilt: the array
  * assembles healthy, segments with no live data do not count as lost.
+ * A remove that would leave too little room for the volume (its full
+ * size plus the GC reserve) is refused and changes nothing; with a small
+ * volume the same remove drains the member away.
  */
 #include <check.h>
 #include <errno.h>
@@ -470,6 +473,73 @@ START_TEST(test_volume_size)
 }
 END_TEST
 
+/*
+ * zarray remove checks space up front: a drain onto members that cannot
+ * hold the whole volume with its GC reserve ran out of zones halfway
+ * (tools/zloop --drain, seed 30110). A default-size volume is the largest
+ * the members hold, so losing one is refused and the array is as it was;
+ * a volume a third of that size lets the member drain away.
+ */
+static const struct {
+	unsigned k, p, n;
+} drain_geoms[] = { { 2, 1, 6 }, { 4, 2, 8 } };
+
+START_TEST(test_remove_space)
+{
+	unsigned k = drain_geoms[_i].k, p = drain_geoms[_i].p;
+	unsigned n = drain_geoms[_i].n, i;
+	struct za_array_create_params cp = { 0 };
+	struct za_array_status st;
+	struct za_array *a = NULL;
+	bool gone[NDRV] = { false };
+	uint64_t gen, full;
+
+	cp.name = "dr";
+	cp.k = k;
+	cp.p = p;
+	cp.paths = pp;
+	cp.nr_paths = n;
+	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0, "%s",
+		      err);
+	full = za_volume_size(za_array_volume(a));
+	ck_assert_uint_gt(full, 0);
+	/* The what-if with nothing left out is za_volume_max_size(). */
+	ck_assert_uint_eq(za_volume_max_size_without(za_array_volume(a), gone),
+			  za_volume_max_size(za_array_volume(a)));
+	gone[n - 1] = true;
+	ck_assert_uint_lt(za_volume_max_size_without(za_array_volume(a), gone),
+			  full);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	gen = st.generation;
+	free(st.members);
+
+	err[0] = 0;
+	ck_assert_int_eq(za_array_remove(a, &pp[n - 1], 1, err, sizeof(err)),
+			 -ENOSPC);
+	ck_assert_msg(strstr(err, "removing would leave room for"), "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	ck_assert_uint_eq(st.generation, gen);
+	ck_assert_uint_eq(st.size_bytes, full);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(st.members[i].state, ZA_MEMBER_ONLINE);
+	free(st.members);
+	ck_assert_uint_eq(za_engine_nr_writable(za_array_engine(a)), n);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+
+	cp.size_bytes = full / 3 / 4096 * 4096;
+	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_msg(za_array_remove(a, &pp[n - 1], 1, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.members[n - 1].state, ZA_MEMBER_DRAINING);
+	free(st.members);
+	wait_removed(a, n - 1);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("array");
@@ -484,6 +554,8 @@ int main(void)
 	tcase_add_test(tc, test_lost_member_retired_at_assembly);
 	tcase_add_test(tc, test_dead_columns_after_restart);
 	tcase_add_test(tc, test_volume_size);
+	tcase_add_loop_test(tc, test_remove_space, 0,
+			    sizeof(drain_geoms) / sizeof(drain_geoms[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
