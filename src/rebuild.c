@@ -263,6 +263,11 @@ static void run_end(struct za_rebuild *rb, int result)
 	rb->st.last_error = result;
 	if (!result)
 		rb->st.rate_bps = 0;
+	/* Everything was done: what the total still counts vanished on the
+	 * way (garbage collection freed those segments, or a column found
+	 * them dead). A run that ended "done" shows 100%. */
+	if (!result && !rb->st.cols_waiting && !rb->st.cols_failed)
+		rb->st.total_bytes = rb->st.done_bytes;
 	za_log_info("rebuild: %s: %llu of %llu bytes restored, %llu columns "
 		    "rebuilt, %llu dead left alone, %llu failed, in %.1f s",
 		    result ? strerror(-result) : "done",
@@ -521,6 +526,14 @@ static void flushed(struct za_vol_req *r, int result)
 				set_live(s, k);
 		}
 	}
+	/*
+	 * A pass starts with nothing in flight, so the run's total is what
+	 * is done plus what this pass lists. Adding each pass's list to the
+	 * total instead counted again every column a pass listed but did
+	 * not start (a new failure ends a pass early; a segment still being
+	 * written is retried every 50 ms): the total grew past the work.
+	 */
+	rb->st.total_bytes = rb->st.done_bytes;
 	for (i = 0; i < rb->nr_segs; i++) {
 		const struct rseg *s = &rb->segs[i];
 		const struct za_stripe_layout *l =
