@@ -1566,6 +1566,56 @@ int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 	return 0;
 }
 
+/*
+ * Can NEW take OLD's place (member @o)? When the other members hold the
+ * whole volume with GC's reserve without OLD, any NEW will do; otherwise
+ * NEW must have at least OLD's data zones (by capacity), or the drain
+ * runs out of space halfway, as a drain without a replacement would
+ * (drain_check). Reads NEW's zones without claiming it; add_one() checks
+ * everything else about it.
+ */
+static int replace_check(struct za_array *a, unsigned o, const char *new_path,
+			 char *err, size_t errlen)
+{
+	bool gone[ZA_SB_MAX_MEMBERS] = { false };
+	uint64_t room, size, need, have = 0;
+	struct za_zone *z;
+	struct za_dev *dev;
+	unsigned nz, i;
+
+	if (!a->vol)
+		return 0;
+	gone[o] = true;
+	room = za_volume_max_size_without(a->vol, gone);
+	size = za_volume_size(a->vol);
+	need = za_engine_member_data_bytes(a->eng, o);
+	if (size <= room || !need)
+		return 0;
+	if (member_open(a->io, new_path, &dev))
+		return 0; /* add_one() says why */
+	if (za_dev_report_all(dev, &z, &nz)) {
+		za_dev_close(dev);
+		return 0;
+	}
+	za_dev_close(dev);
+	for (i = ZA_SB_ZONES; i < nz; i++)
+		if (z[i].type != ZA_ZONE_TYPE_CNV &&
+		    z[i].cond != ZA_ZONE_COND_OFFLINE &&
+		    z[i].cond != ZA_ZONE_COND_READONLY)
+			have += z[i].cap_bytes;
+	free(z);
+	if (have >= need)
+		return 0;
+	seterr(err, errlen,
+	       "%s has %llu bytes of data zones, fewer than the %llu of the "
+	       "member it would replace, and the others could not hold the "
+	       "volume ('%s' is %llu bytes, room for %llu without it): "
+	       "replace it by a drive at least as large, or add a drive first",
+	       new_path, (unsigned long long)have, (unsigned long long)need,
+	       a->sb->name, (unsigned long long)size, (unsigned long long)room);
+	return -ENOSPC;
+}
+
 int za_array_replace(struct za_array *a, const char *old_path,
 		     const char *new_path, char *err, size_t errlen)
 {
@@ -1585,6 +1635,9 @@ int za_array_replace(struct za_array *a, const char *old_path,
 		       za_member_state_str(a->states[o]));
 		return -EINVAL;
 	}
+	ret = replace_check(a, (unsigned)o, new_path, err, errlen);
+	if (ret)
+		return ret;
 	ret = add_one(a, new_path, &idx, err, errlen);
 	if (ret)
 		return ret;

@@ -2111,6 +2111,21 @@ out:
 	free(tc);
 }
 
+uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx)
+{
+	const struct member *m;
+	uint64_t sum = 0;
+	uint32_t z;
+
+	if (idx >= e->nr_members || !e->m[idx].zkind)
+		return 0;
+	m = &e->m[idx];
+	for (z = 0; z < m->nr_zones; z++)
+		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED)
+			sum += m->zcap[z];
+	return sum;
+}
+
 void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
 {
 	space_of(e, NULL, sp);

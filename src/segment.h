@@ -312,6 +312,10 @@ struct za_engine_space {
 	uint64_t data_blocks_per_seg; /* data stream, shortest zone */
 };
 void za_engine_space(const struct za_engine *e, struct za_engine_space *sp);
+/* Bytes of data zones (free or in use: not superblock, conventional or
+ * bad ones) member @idx has, by zone capacity; 0 if none are known (a
+ * member missing since assembly). */
+uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx);
 /*
  * The same numbers as if the members with @gone[i] set were not writable:
  * what the others would have once those are drained away. @gone has one

@@ -416,6 +416,56 @@ START_TEST(test_dead_columns_after_restart)
 }
 END_TEST
 
+/*
+ * zarray replace by a smaller drive, on an array whose volume the other
+ * members could not hold without the replaced one: refused up front,
+ * changing nothing (the drain onto the new drive would run out of space
+ * halfway). A drive as large is taken.
+ */
+START_TEST(test_replace_smaller)
+{
+	struct za_array_create_params cp = { 0 };
+	struct za_emu_params ep;
+	struct za_array_status st;
+	struct za_array *a = NULL;
+	char small[320];
+	unsigned n = 6, i;
+
+	snprintf(small, sizeof(small), "%s/small", dir);
+	za_emu_params_default(&ep, ZA_DEV_MODEL_HM_SMR);
+	ep.size_bytes = 12ull << 20;
+	ep.zone_size_bytes = 2ull << 20;
+	ep.zone_cap_bytes = 0;
+	ep.nr_conv_zones = 0;
+	ep.cache_bytes = 1ull << 20;
+	ck_assert_int_eq(za_emu_create(small, &ep, true), 0);
+	cp.name = "rp";
+	cp.k = 2;
+	cp.p = 1;
+	cp.paths = pp;
+	cp.nr_paths = n;
+	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0, "%s",
+		      err);
+	err[0] = 0;
+	ck_assert_int_eq(za_array_replace(a, paths[1], small, err, sizeof(err)),
+			 -ENOSPC);
+	ck_assert_msg(strstr(err, "fewer than"), "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	ck_assert_uint_eq(st.nr_members, n);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(st.members[i].state, ZA_MEMBER_ONLINE);
+	free(st.members);
+	/* A drive of the same size is taken: member 1 drains onto it. */
+	ck_assert_msg(za_array_replace(a, paths[1], paths[NDRV], err,
+				       sizeof(err)) == 0,
+		      "%s", err);
+	wait_removed(a, 1);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+	unlink(small);
+}
+END_TEST
+
 /* The volume: default size below the raw capacity, too large refused,
  * data written through it reads back. */
 START_TEST(test_volume_size)
@@ -553,6 +603,7 @@ int main(void)
 	tcase_add_test(tc, test_failed_member_recorded_and_stale);
 	tcase_add_test(tc, test_lost_member_retired_at_assembly);
 	tcase_add_test(tc, test_dead_columns_after_restart);
+	tcase_add_test(tc, test_replace_smaller);
 	tcase_add_test(tc, test_volume_size);
 	tcase_add_loop_test(tc, test_remove_space, 0,
 			    sizeof(drain_geoms) / sizeof(drain_geoms[0]));
