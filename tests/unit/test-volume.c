@@ -1120,6 +1120,8 @@ START_TEST(test_overwrite_while_journal_queued)
 	uint8_t *v1 = ablk(NQ), *v2 = ablk(1), *got = ablk(1);
 	unsigned i;
 
+	memset(fr, 0, sizeof(fr)); /* internal = false: a user's flush */
+	memset(wr, 0, sizeof(wr));
 	tvol_make(&t, 3, 3);
 	/* No checkpoint: it would make the last write durable too. */
 	t.ckpt_interval = UINT64_MAX;
