@@ -637,6 +637,16 @@ static void tvol_open(struct tvol *t, bool power_cut)
  * included), 0 when it ran to the end. The parent's volume is closed
  * first; the caller opens it again. The child has a loop of its own.
  */
+/* A volume that writes checkpoints only when asked (za_volume_checkpoint):
+ * recovery replays everything after the last one a test wrote. */
+static void tvol_make_manual_ckpt(struct tvol *t, unsigned k, unsigned p)
+{
+	tvol_make(t, k, p);
+	t->ckpt_interval = UINT64_MAX;
+	tvol_close(t);
+	tvol_open(t, false);
+}
+
 static int run_child(struct tvol *t, const char *spec,
 		     void (*fn)(struct tvol *t, void *arg), void *arg)
 {
@@ -683,10 +693,7 @@ START_TEST(test_checkpoint_bounds_replay)
 	unsigned i;
 
 	rng = 600 + (uint64_t)_i;
-	tvol_make(&t, 4, 2);
-	t.ckpt_interval = UINT64_MAX; /* only when asked */
-	tvol_close(&t);
-	tvol_open(&t, false);
+	tvol_make_manual_ckpt(&t, 4, 2);
 	for (i = 0; i < 300; i++) {
 		uint64_t n = 1 + rnd() % 40, a = rnd() % (VOL_BLOCKS - n);
 
@@ -1122,11 +1129,8 @@ START_TEST(test_overwrite_while_journal_queued)
 
 	memset(fr, 0, sizeof(fr)); /* internal = false: a user's flush */
 	memset(wr, 0, sizeof(wr));
-	tvol_make(&t, 3, 3);
 	/* No checkpoint: it would make the last write durable too. */
-	t.ckpt_interval = UINT64_MAX;
-	tvol_close(&t);
-	tvol_open(&t, false);
+	tvol_make_manual_ckpt(&t, 3, 3);
 	memset(v1, 0xa1, NQ * 4096);
 	memset(v2, 0xb2, 4096);
 	/*
@@ -1193,10 +1197,7 @@ START_TEST(test_torn_stripe_completed)
 	unsigned i, torn = N, miss = 0, nmiss = 0;
 
 	rng = 7016;
-	tvol_make(&t, 4, 2);
-	t.ckpt_interval = UINT64_MAX; /* recovery replays the stripe */
-	tvol_close(&t);
-	tvol_open(&t, false);
+	tvol_make_manual_ckpt(&t, 4, 2); /* recovery replays the stripe */
 	n = za_engine_layout(t.e)->data_blocks;
 	write_rand(&t, 0, 64, false);
 	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
