@@ -199,6 +199,9 @@ struct za_engine {
 	unsigned inflight_per_seg;
 	uint32_t io_max; /* largest READ/WRITE every member takes */
 	unsigned rot; /* placement tie-break rotation */
+	/* pairs[a * ZA_SB_MAX_MEMBERS + b]: segments members a and b share
+	 * (placement's declustering; see group_place()). */
+	uint32_t *pairs;
 	struct stream streams[ZA_ENGINE_MAX_STREAMS];
 	unsigned nr_streams;
 	struct za_segment *hash[SEG_HASH];
@@ -445,7 +448,13 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 	/* Fixed: member pointers stay valid, and absent columns index the
 	 * last entry (no device, never readable). */
 	e->m = calloc(M_SLOTS, sizeof(*e->m));
-	if (!e->m) {
+	/* 4 MiB of address space; only the rows of members in use are
+	 * ever touched. */
+	e->pairs = calloc((size_t)ZA_SB_MAX_MEMBERS * ZA_SB_MAX_MEMBERS,
+			  sizeof(*e->pairs));
+	if (!e->m || !e->pairs) {
+		free(e->m);
+		free(e->pairs);
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -481,6 +490,7 @@ err_members:
 		free(e->m[i].zwp);
 	}
 	free(e->m);
+	free(e->pairs);
 err_free:
 	free(e);
 	return ret;
@@ -530,6 +540,7 @@ void za_engine_free(struct za_engine *e)
 		free(e->m[i].zwp);
 	}
 	free(e->m);
+	free(e->pairs);
 	free(e);
 }
 
@@ -614,6 +625,73 @@ static bool group_degraded(const struct group *grp)
  * writable members than width but at least k candidates: one segment on
  * them, its last columns absent (parity first: reads need no decode).
  */
+/* Count (@d = 1) or forget (@d = -1) the member pairs of a segment. */
+static void pairs_add(struct za_engine *e, const struct za_segment *g, int d)
+{
+	unsigned a, b, w = g->st->l.width;
+
+	for (a = 0; a < w; a++)
+		for (b = 0; b < w; b++) {
+			unsigned x = g->hdr_member[a], y = g->hdr_member[b];
+			uint32_t *p;
+
+			if (a == b || x >= ZA_SB_MAX_MEMBERS ||
+			    y >= ZA_SB_MAX_MEMBERS)
+				continue;
+			p = &e->pairs[(size_t)x * ZA_SB_MAX_MEMBERS + y];
+			if (d > 0 && *p < UINT32_MAX)
+				(*p)++;
+			else if (d < 0 && *p)
+				(*p)--;
+		}
+}
+
+/*
+ * Cut the group's chosen members @cand (in shuffled order) into @nseg
+ * segments of @present columns, balancing pairs (declustering, as
+ * dRAID's permutation maps do): each member goes into the segment whose
+ * members it has shared fewest segments with so far, ties to the segment
+ * with most room left. When a drive fails, every survivor then holds
+ * about the same number of its segments' other columns, and a rebuild
+ * reads evenly from all of them; random cuts left some survivors with
+ * twice the mean and the rebuild waited for them (docs/design.md 9.4).
+ * Which members are chosen does not change. Output in @out, segment j's
+ * columns at j * present.
+ */
+static void group_place(const struct za_engine *e, const unsigned *cand,
+			unsigned nseg, unsigned present, unsigned *out)
+{
+	unsigned *fill = calloc(nseg, sizeof(*fill));
+	unsigned i, j, c;
+
+	if (!fill) { /* the shuffled cut: still a valid placement */
+		memcpy(out, cand, (size_t)nseg * present * sizeof(*out));
+		return;
+	}
+	for (i = 0; i < nseg * present; i++) {
+		const uint32_t *row =
+			&e->pairs[(size_t)cand[i] * ZA_SB_MAX_MEMBERS];
+		unsigned best = UINT_MAX;
+		uint64_t best_cost = 0;
+
+		for (j = 0; j < nseg; j++) {
+			uint64_t cost = 0;
+
+			if (fill[j] == present)
+				continue;
+			for (c = 0; c < fill[j]; c++)
+				cost += row[out[j * present + c]];
+			if (best == UINT_MAX || cost < best_cost ||
+			    (cost == best_cost && fill[j] < fill[best])) {
+				best = j;
+				best_cost = cost;
+			}
+		}
+		out[best * present + fill[best]++] = cand[i];
+	}
+	free(fill);
+}
+
 /* A group's shuffle seed: any well-mixed function of its id (never 0,
  * which xorshift cannot leave). Deterministic, so tests replay. */
 static uint64_t grp_shuffle_seed(uint64_t group_id)
@@ -623,7 +701,8 @@ static uint64_t grp_shuffle_seed(uint64_t group_id)
 
 static struct group *group_open(struct za_engine *e, struct stream *st)
 {
-	unsigned *cand, n = 0, i, j, w = st->l.width, want, nseg, present;
+	unsigned *cand, *place, n = 0, i, j, w = st->l.width, want, nseg,
+				present;
 	uint64_t min_cap = UINT64_MAX;
 	struct group *grp;
 
@@ -663,13 +742,10 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		cand[best] = j;
 	}
 	/*
-	 * Decluster (as dRAID does): shuffle the chosen members before they
-	 * are cut into segments, differently for every group, so that the
-	 * members a drive shares segments with spread over the whole array.
-	 * Cut in order, the rotation of ties kept each drive with the same
-	 * few neighbours, and a rebuild read all of a failed drive's columns
-	 * from about 2(k+p) drives however many survived (docs/design.md
-	 * 9.4). Which members are chosen does not change.
+	 * Shuffle the chosen members, differently for every group: the order
+	 * in which group_place() deals them into segments, so that its ties
+	 * fall differently each time. Which members are chosen does not
+	 * change.
 	 */
 	{
 		uint64_t x = grp_shuffle_seed(e->next_group_id);
@@ -686,14 +762,19 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 			cand[j] = t;
 		}
 	}
+	place = malloc((size_t)nseg * present * sizeof(*place));
 	grp = calloc(1, sizeof(*grp));
 	if (grp)
 		grp->segs = calloc(nseg, sizeof(*grp->segs));
-	if (!grp || !grp->segs) {
+	if (!place || !grp || !grp->segs) {
+		if (grp)
+			free(grp->segs);
 		free(grp);
+		free(place);
 		free(cand);
 		return NULL;
 	}
+	group_place(e, cand, nseg, present, place);
 	grp->id = e->next_group_id++;
 	grp->eng = e;
 	grp->st = st;
@@ -719,8 +800,8 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 				g->hdr_member[i] = ZA_STRIPE_MEMBER_ABSENT;
 				continue;
 			}
-			m = &e->m[cand[j * w + i]];
-			g->member[i] = (uint16_t)cand[j * w + i];
+			m = &e->m[place[j * present + i]];
+			g->member[i] = (uint16_t)place[j * present + i];
 			g->zone[i] = take_zone(m);
 			g->hdr_member[i] = g->member[i];
 			g->hdr_zone[i] = g->zone[i];
@@ -732,6 +813,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		g->hnext = e->hash[g->id % SEG_HASH];
 		e->hash[g->id % SEG_HASH] = g;
 		grp->segs[j] = g;
+		pairs_add(e, g, 1);
 		e->st.segs_opened++;
 	}
 	grp->nr_stripes = (uint32_t)(min_cap / st->l.slot_bytes);
@@ -742,6 +824,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 	st->cur = grp;
 	e->rot += nseg * present;
 	e->st.groups_opened++;
+	free(place);
 	free(cand);
 	if (present < w)
 		za_log_warn("stream %u: group %llu opened degraded: %u of %u "
@@ -2263,6 +2346,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 	grp->segs[h->group_idx] = g;
 	g->hnext = e->hash[g->id % SEG_HASH];
 	e->hash[g->id % SEG_HASH] = g;
+	pairs_add(e, g, 1);
 	return g;
 }
 
@@ -2859,6 +2943,7 @@ static void group_unlink_free(struct za_engine *e, struct group *grp)
 		while (*sp != g)
 			sp = &(*sp)->hnext;
 		*sp = g->hnext;
+		pairs_add(e, g, -1);
 		free(g->fin);
 		free(g);
 	}

@@ -13,6 +13,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -638,6 +639,62 @@ START_TEST(test_mixed_sizes_fill)
 			      "member %u left %llu zones free", i,
 			      (unsigned long long)ms.free_zones);
 	}
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * Declustering: filled to the last zone, an array of 24 drives in 2+2
+ * segments has each drive in 46 segments, each with 3 others: 138 places
+ * over 23 drives, 6 each on average. Placement deals members into
+ * segments by how many they already share (group_place()), so every
+ * drive shares about as many segments with every other, and a failed
+ * drive's rebuild reads about as much from each survivor. Cut at random,
+ * the counts spread as a Poisson's (2 to 11 here), and the rebuild waited
+ * for the survivors with the most (docs/design.md 9.4).
+ */
+START_TEST(test_decluster_balanced)
+{
+	struct za_engine_degraded *d;
+	unsigned cnt[24] = { 0 }, i, c, lo = UINT_MAX, hi = 0, n = 24;
+	struct tarr t;
+	struct wrec w;
+	size_t nd, j;
+	int ret;
+
+	rng = 11;
+	tarr_make(&t, n, 2, 2, 4096, 1, 48, 1);
+	while ((ret = write_one(&t, &w, za_engine_layout(t.e)->data_blocks)) ==
+	       0)
+		;
+	ck_assert_int_eq(ret, -ENOSPC);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_engine_member_fail(t.e, 0, -EIO);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	nd = za_engine_degraded(t.e, NULL, 0);
+	ck_assert_uint_ge(nd, 40);
+	d = calloc(nd, sizeof(*d));
+	ck_assert_ptr_nonnull(d);
+	nd = za_engine_degraded(t.e, d, nd);
+	for (j = 0; j < nd; j++) {
+		struct za_seg_info si;
+
+		ck_assert_int_eq(za_engine_seg_info(t.e, d[j].seg_id, &si), 0);
+		for (c = 0; c < 4; c++)
+			if (si.members[c] != 0 && si.members[c] < n)
+				cnt[si.members[c]]++;
+	}
+	for (i = 1; i < n; i++) {
+		lo = cnt[i] < lo ? cnt[i] : lo;
+		hi = cnt[i] > hi ? cnt[i] : hi;
+	}
+	ck_assert_msg(hi - lo <= 2,
+		      "member 0 shares %u to %u segments with the others "
+		      "(%zu segments)",
+		      lo, hi, nd);
+	free(d);
 	tarr_free(&t);
 }
 END_TEST
@@ -1789,6 +1846,7 @@ int main(void)
 	tcase_add_test(tc, test_bitflips_counted);
 	tcase_add_loop_test(tc, test_fail_while_writing, 0, 4);
 	tcase_add_test(tc, test_mixed_sizes_fill);
+	tcase_add_test(tc, test_decluster_balanced);
 	tcase_add_test(tc, test_zone_limits);
 	tcase_add_test(tc, test_journal_stream);
 	tcase_add_loop_test(tc, test_rebuild, 0,
