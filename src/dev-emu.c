@@ -433,6 +433,24 @@ static int emu_make_open(struct emu *e, uint32_t i, bool explicit)
 
 /* ---- operations ---- */
 
+static int emu_do_read(struct emu *e, struct za_dev_req *req)
+{
+	ssize_t r = pread(e->fd, req->buf, req->len_bytes,
+			  (off_t)(e->data_off + req->off_bytes));
+
+	if (r < 0) {
+		za_log_err("%s: zone %u: read of %llu bytes at %llu failed: %s",
+			   e->dev.path, req->zone_idx,
+			   (unsigned long long)req->len_bytes,
+			   (unsigned long long)req->off_bytes, strerror(errno));
+		return -EIO;
+	}
+	if ((uint64_t)r < req->len_bytes) /* past the end of a sparse file */
+		memset((uint8_t *)req->buf + r, 0,
+		       req->len_bytes - (uint64_t)r);
+	return 0;
+}
+
 static int emu_do_write(struct emu *e, struct za_dev_req *req, uint64_t off)
 {
 	uint32_t i = req->zone_idx;
@@ -560,9 +578,11 @@ static uint64_t emu_service_ns(struct emu *e, const struct za_dev_req *req)
 }
 
 /*
- * The queue of the performance model. A request is executed when it is
- * submitted (the data is in the file at once) but completes only when
- * the modelled drive has served it: one request at a time, NORMAL ones
+ * The queue of the performance model. A write or zone operation is
+ * executed when it is submitted (the data is in the file at once), a read
+ * copies its data out when it is served (so that submitting a queue of
+ * reads costs the loop nothing up front), and every request completes
+ * only when the modelled drive has served it: one request at a time, NORMAL ones
  * first, LOW ones (rebuild, drain, scrub) when no NORMAL one waits. So
  * that background work is slowed by user I/O but never starved by it,
  * one LOW request goes ahead when the oldest has waited
@@ -583,6 +603,8 @@ static void emu_svc_done(struct za_io_defer *d)
 	struct za_dev_req *req = e->serving;
 
 	e->serving = NULL;
+	if (req->op == ZA_DEV_OP_READ && !req->result)
+		req->result = emu_do_read(e, req);
 	/* The next one starts before this one's done() can submit more. */
 	emu_serve(e);
 	za_dev_complete(req, req->result);
@@ -636,6 +658,7 @@ static void emu_enqueue(struct emu *e, struct za_dev_req *req, int result)
 static void emu_submit(struct za_dev *dev, struct za_dev_req *req)
 {
 	struct emu *e = to_emu(dev);
+	bool queued = e->bw || e->lat_ns || e->seek_ns || e->serving;
 	struct za_zone zone;
 	int ret = 0;
 
@@ -646,26 +669,13 @@ static void emu_submit(struct za_dev *dev, struct za_dev_req *req)
 			goto out;
 	}
 	switch (req->op) {
-	case ZA_DEV_OP_READ: {
-		ssize_t r = pread(e->fd, req->buf, req->len_bytes,
-				  (off_t)(e->data_off + req->off_bytes));
-
-		if (r < 0) {
-			za_log_err("%s: zone %u: read of %llu bytes at %llu "
-				   "failed: %s",
-				   dev->path, req->zone_idx,
-				   (unsigned long long)req->len_bytes,
-				   (unsigned long long)req->off_bytes,
-				   strerror(errno));
-			ret = -EIO;
-		} else if ((uint64_t)r < req->len_bytes) {
-			/* Past the end of a sparse file: never written. */
-			memset((uint8_t *)req->buf + r, 0,
-			       req->len_bytes - (uint64_t)r);
-		}
+	case ZA_DEV_OP_READ:
+		/* Queued in the model: copied out when served (emu_svc_done),
+		 * so that a burst of submissions costs no copies up front. */
+		if (!queued)
+			ret = emu_do_read(e, req);
 		req->landed_bytes = req->off_bytes;
 		break;
-	}
 	case ZA_DEV_OP_WRITE:
 		ret = emu_do_write(e, req, req->off_bytes);
 		break;
@@ -684,7 +694,7 @@ static void emu_submit(struct za_dev *dev, struct za_dev_req *req)
 		break;
 	}
 out:
-	if (e->bw || e->lat_ns || e->seek_ns || e->serving)
+	if (queued)
 		emu_enqueue(e, req, ret);
 	else
 		za_dev_complete(req, ret);
