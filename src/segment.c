@@ -113,6 +113,13 @@ struct member {
 	unsigned active; /* engine zones open on it */
 	unsigned rb_writes; /* column rebuilds writing to it */
 	unsigned rb_reads; /* rebuild column reads in flight on it */
+	/* Rebuild slot reads this member is expected to serve in the
+	 * current pass and not given yet (za_engine_rebuild_plan()), and
+	 * the slots of rebuild reads and writes given to it in the pass:
+	 * rb_pick() evens out the sum (see rb_load()). */
+	uint64_t rb_plan;
+	uint64_t rb_pass_slots;
+	uint64_t rb_wslots; /* rebuild slot writes assigned, not done */
 	unsigned limit; /* max engine zones open at once */
 	unsigned taking; /* bit per stream: in that stream's taking group */
 	struct za_member_stats st;
@@ -1132,8 +1139,10 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 		if (!grp)
 			grp = group_open(e, st);
 		if (!grp) {
-			/* Nothing in flight will free a zone: give up. */
-			if (!e->inflight) {
+			/* Nothing in flight will free a zone: give up. A
+			 * column rebuild running holds an open zone it gives
+			 * back when it ends (rb_end() pumps again). */
+			if (!e->inflight && !e->rebuilds) {
 				za_log_err("stream %u: no segment can be "
 					   "opened: %u writable members for "
 					   "%u columns (%u at least)",
@@ -3198,6 +3207,35 @@ size_t za_engine_degraded(const struct za_engine *e,
 	return n;
 }
 
+void za_engine_rebuild_plan(struct za_engine *e)
+{
+	const struct za_segment *g;
+	unsigned i, c;
+
+	for (i = 0; i < e->nr_members; i++)
+		e->m[i].rb_plan = e->m[i].rb_pass_slots = 0;
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext) {
+			const struct za_stripe_layout *l = &g->st->l;
+			bool todo = false;
+
+			if (g->grp->releasing || !g->next_stripe)
+				continue;
+			for (c = 0; c < l->width; c++)
+				todo |= (col_lost(e, g, c) ||
+					 e->m[g->member[c]].state ==
+						 ZA_MEMBER_DRAINING) &&
+					!((g->dead_cols | g->rb_cols) &
+					  (1ull << c));
+			if (!todo)
+				continue;
+			for (c = 0; c < l->width; c++)
+				if (!col_lost(e, g, c))
+					e->m[g->member[c]].rb_plan +=
+						g->next_stripe;
+		}
+}
+
 int za_engine_seg_mark_dead(struct za_engine *e, uint64_t seg_id, uint64_t cols)
 {
 	struct za_segment *g = seg_find(e, seg_id);
@@ -3259,6 +3297,8 @@ struct rb_priv {
 	unsigned parts;
 	uint32_t part_bytes; /* RB_IO_BYTES, or less if a member wants */
 	uint32_t next_start, next_write, written;
+	uint32_t wslots; /* counted in dst->rb_wslots */
+	bool bound; /* rb_bind() ran: the replacement member is final */
 	unsigned window;
 	struct rb_ent *ent;
 	struct za_col_rebuild *cr_back;
@@ -3292,25 +3332,71 @@ static uint32_t take_zone_min(struct member *m, uint64_t min_bytes)
 
 static bool has_zone_min(const struct member *m, uint64_t min_bytes)
 {
-	uint32_t z;
+	uint32_t i, z;
 
 	if (!m->free_zones)
 		return false;
-	for (z = 0; z < m->nr_zones; z++)
+	/* From the hint, as take_zone_min() looks: the zones before it are
+	 * mostly in use, and a pass asks this of every member per column. */
+	for (i = 0; i < m->nr_zones; i++) {
+		z = (m->hint + i) % m->nr_zones;
 		if (m->zkind[z] == Z_FREE && m->zcap[z] >= min_bytes)
 			return true;
+	}
 	return false;
 }
 
 /*
+ * A member's rebuild work in this pass, in slots x (width - 1): the slots
+ * read from it or written to it so far, and the reads planned but not
+ * given yet (a peer of a degraded segment serves about k of its width - 1
+ * readable columns). A pass queues its reads on every member at once and
+ * a drive serves in order, so a member's total is about when it is done:
+ * evening the totals out is what brings a pass's end near the limit.
+ */
+static uint64_t rb_load(const struct za_segment *g, const struct member *m)
+{
+	const struct za_stripe_layout *l = &g->st->l;
+
+	return m->rb_plan * l->k + m->rb_pass_slots * (l->width - 1);
+}
+
+/*
+ * May a rebuild column take one more of @m's open zones? Not past what
+ * the streams need: a user write fails when its stream cannot open a
+ * group, and a stream holds a zone per member while it writes and one more
+ * while its full group rolls over to the next. So a rebuild leaves two per
+ * stream, or, with fewer than that to share, takes one at most. (With all
+ * of a pass's columns started at once, rebuilds took every open zone of
+ * small-budget ZNS drives and writes failed: zloop seeds 7007, 7017.)
+ */
+static bool rb_budget_ok(const struct za_engine *e, const struct member *m)
+{
+	unsigned keep = 2 * e->nr_streams;
+
+	if (m->active >= m->limit)
+		return false;
+	return m->limit - m->active > keep || !m->rb_writes;
+}
+
+/* A member's rebuild slots queued or in service: reads and writes. */
+static uint64_t rb_queue(const struct member *m)
+{
+	return (uint64_t)m->rb_reads + m->rb_wslots;
+}
+
+/*
  * The replacement member: writable, outside the segment, with a zone long
- * enough and open-zone budget; the one writing fewest rebuilt columns,
- * then the one with most free zones (so all survivors share the work).
+ * enough and open-zone budget; with @by_queue, the one with the shortest
+ * rebuild queue (whose queue a write joins soonest: a drive serves in
+ * order); then the one with least work in the pass (rb_load()), then the
+ * one with most free zones, so that all survivors share the work.
  */
 static int rb_pick(struct za_engine *e, const struct za_segment *g,
-		   uint64_t need, int want, unsigned *out)
+		   uint64_t need, int want, bool by_queue, unsigned *out)
 {
 	unsigned i, c, best = UINT_MAX;
+	bool budget = false;
 
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
@@ -3318,19 +3404,32 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 
 		if (want >= 0 && i != (unsigned)want)
 			continue;
-		if (!writable(m) || m->active >= m->limit)
+		if (!writable(m))
 			continue;
 		for (c = 0; c < g->st->l.width; c++)
 			in |= g->member[c] == i || g->hdr_member[c] == i;
 		if (in || !has_zone_min(m, need))
 			continue;
-		if (best == UINT_MAX || m->rb_writes < e->m[best].rb_writes ||
-		    (m->rb_writes == e->m[best].rb_writes &&
+		if (!rb_budget_ok(e, m)) {
+			budget = true;
+			continue;
+		}
+		if (best == UINT_MAX) {
+			best = i;
+			continue;
+		}
+		if (by_queue && rb_queue(m) != rb_queue(&e->m[best])) {
+			if (rb_queue(m) < rb_queue(&e->m[best]))
+				best = i;
+			continue;
+		}
+		if (rb_load(g, m) < rb_load(g, &e->m[best]) ||
+		    (rb_load(g, m) == rb_load(g, &e->m[best]) &&
 		     better(e, i, best)))
 			best = i;
 	}
 	if (best == UINT_MAX)
-		return -ENOSPC;
+		return budget ? -EAGAIN : -ENOSPC;
 	*out = best;
 	return 0;
 }
@@ -3388,6 +3487,8 @@ static void rb_end(struct za_col_rebuild *cr)
 	}
 	free(rp->ent);
 	g->rb_cols &= ~(1ull << cr->col);
+	rp->dst->rb_wslots -= rp->wslots;
+	rp->wslots = 0;
 	if (!rp->committed) {
 		rp->dst->rb_writes--;
 		rp->dst->active--;
@@ -3402,6 +3503,8 @@ static void rb_end(struct za_col_rebuild *cr)
 	grp->rebuilding--;
 	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
 		group_release_start(e, grp);
+	/* Its open zone is free again: a stream may be waiting for one. */
+	pump(e);
 	if (!rp->kick_pending) /* else rb_kick_later() frees it */
 		free(rp);
 	cr->priv_eng = NULL;
@@ -3568,6 +3671,10 @@ static void rb_write_done(struct za_dev_req *req)
 		return;
 	if (en->werr && !rp->err)
 		rp->err = -EIO;
+	if (rp->wslots) {
+		rp->wslots--;
+		rp->dst->rb_wslots--;
+	}
 	rp->written++;
 	za_crash_point("rebuild-step");
 	cr->written_bytes += rp->g->st->l.slot_bytes;
@@ -3602,6 +3709,71 @@ static void rb_write_ready(struct za_col_rebuild *cr)
 	}
 }
 
+/*
+ * Choose the replacement member again when the first slot is ready to be
+ * written, before anything names it. A pass starts all its columns in one
+ * go, before any has chosen its sources, so the choice made at the start
+ * knows only the reads planned; by now the reads are queued on the
+ * members, and the column goes to the one with the shortest rebuild queue
+ * (its writes are served soonest), then least work in the pass. The zone
+ * taken at the start, never written, is given back. A replace keeps the
+ * drive it was told to use.
+ */
+static void rb_bind(struct za_col_rebuild *cr)
+{
+	struct rb_priv *rp = cr->priv_eng;
+	struct za_engine *e = rp->e;
+	const struct za_segment *g = rp->g;
+	uint64_t need = (uint64_t)cr->nr_stripes * g->st->l.slot_bytes;
+	struct member *old = rp->dst, *m;
+	unsigned best;
+	uint32_t z;
+
+	if (rp->bound)
+		return;
+	rp->bound = true;
+	if (cr->want_dst)
+		return;
+	/* Weigh every candidate without this column's own writes. */
+	old->rb_pass_slots -= cr->nr_stripes;
+	old->rb_wslots -= rp->wslots;
+	if (rb_pick(e, g, need, -1, true, &best) || best == cr->member) {
+		old->rb_pass_slots += cr->nr_stripes;
+		old->rb_wslots += rp->wslots;
+		return;
+	}
+	if (rb_queue(&e->m[best]) > rb_queue(old) ||
+	    (rb_queue(&e->m[best]) == rb_queue(old) &&
+	     rb_load(g, &e->m[best]) >= rb_load(g, old))) {
+		old->rb_pass_slots += cr->nr_stripes;
+		old->rb_wslots += rp->wslots;
+		return;
+	}
+	m = &e->m[best];
+	z = take_zone_min(m, need);
+	if (z == UINT32_MAX) { /* rb_pick() checked: cannot happen */
+		old->rb_pass_slots += cr->nr_stripes;
+		old->rb_wslots += rp->wslots;
+		return;
+	}
+	assert(old->zkind[cr->zone] == Z_USED);
+	old->zkind[cr->zone] = Z_FREE;
+	old->free_zones++;
+	old->active--;
+	old->rb_writes--;
+	za_log_debug("segment %llu column %u: replacement moved from member "
+		     "%u zone %u to member %u zone %u",
+		     (unsigned long long)g->id, cr->col, cr->member, cr->zone,
+		     best, z);
+	rp->dst = m;
+	cr->member = best;
+	cr->zone = z;
+	m->active++;
+	m->rb_writes++;
+	m->rb_pass_slots += cr->nr_stripes;
+	m->rb_wslots += rp->wslots;
+}
+
 /* Fill the entry's output slot: a hole, or the decoded column. */
 static void rb_hole(struct za_col_rebuild *cr, struct rb_ent *en)
 {
@@ -3611,6 +3783,7 @@ static void rb_hole(struct za_col_rebuild *cr, struct rb_ent *en)
 	struct za_stripe_hdr h;
 	unsigned i;
 
+	rb_bind(cr);
 	memset(&h, 0, sizeof(h));
 	h.array_uuid = rp->e->uuid;
 	h.seg_id = g->id;
@@ -3652,6 +3825,7 @@ static int rb_decode(struct za_col_rebuild *cr, struct rb_ent *en)
 	uint32_t j;
 	int ret;
 
+	rb_bind(cr);
 	for (c = 0; c < l->width && have < l->k; c++)
 		if (en->good & (1ull << c)) {
 			uint8_t *slot = en->in + (size_t)c * l->slot_bytes;
@@ -3799,6 +3973,9 @@ static bool rb_read_col(struct za_col_rebuild *cr, struct rb_ent *en,
 	en->outstanding++;
 	en->col_member[c] = g->member[c];
 	m->rb_reads++;
+	m->rb_pass_slots++;
+	if (m->rb_plan)
+		m->rb_plan--;
 	rb_reqs(rp, &en->reqs[c * rp->parts], ZA_DEV_OP_READ, base,
 		en->in + (size_t)c * l->slot_bytes, rb_read_done, en);
 	for (i = 0; i < rp->parts; i++)
@@ -3813,6 +3990,7 @@ static int rb_copy(struct za_col_rebuild *cr, struct rb_ent *en)
 	const struct za_stripe_layout *l = &rp->g->st->l;
 	struct za_stripe_hdr h;
 
+	rb_bind(cr);
 	memcpy(en->out, en->in + (size_t)cr->col * l->slot_bytes,
 	       l->slot_bytes);
 	if (za_stripe_hdr_decode(en->out, &h))
@@ -3874,7 +4052,9 @@ static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en)
 	want = l->k - have;
 	want = want > en->outstanding ? want - en->outstanding : 0;
 	/* The least busy sources first: columns of many segments share
-	 * members, and a stripe waits for its slowest read. */
+	 * members, and a stripe waits for its slowest read. (Counting the
+	 * writes assigned, or the reads planned, too was measured slower:
+	 * docs/design.md 9.4.) */
 	while (want) {
 		unsigned best = UINT_MAX;
 
@@ -3998,7 +4178,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 			      (int)cr->dst_member :
 		      cr->want_dst ? INT_MAX :
 				     -1,
-		      &cr->member);
+		      false, &cr->member);
 	if (ret)
 		return ret;
 	rp = calloc(1, sizeof(*rp));
@@ -4014,6 +4194,10 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	rp->parts = (unsigned)((l->slot_bytes + rp->part_bytes - 1) /
 			       rp->part_bytes);
 	rp->window = cr->window ? cr->window : 4;
+	/* No more entries than stripes: each holds width + 1 slots, and a
+	 * pass starts hundreds of columns at once. */
+	if (rp->window > cr->nr_stripes)
+		rp->window = cr->nr_stripes;
 	rp->ent = calloc(rp->window, sizeof(*rp->ent));
 	if (!rp->ent)
 		goto err_mem;
@@ -4036,6 +4220,9 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	assert(cr->zone != UINT32_MAX); /* rb_pick checked */
 	rp->dst->active++;
 	rp->dst->rb_writes++;
+	rp->dst->rb_pass_slots += cr->nr_stripes;
+	rp->wslots = cr->nr_stripes;
+	rp->dst->rb_wslots += rp->wslots;
 	cr->read_bytes = cr->written_bytes = 0;
 	cr->rebuilt = cr->holes = 0;
 	cr->priv_eng = rp;

@@ -408,6 +408,15 @@ struct za_engine_degraded {
  */
 size_t za_engine_degraded(const struct za_engine *e,
 			  struct za_engine_degraded *out, size_t max);
+
+/*
+ * Count, per member, the slots the rebuild of every listed column will
+ * read from it (its share of the degraded segments' readable columns), so
+ * that replacement zones go to members whose own reads are few. Called by
+ * the rebuild job at the start of each pass, on the loop thread; a hint
+ * for placement only.
+ */
+void za_engine_rebuild_plan(struct za_engine *e);
 /* Lost columns @cols of a sealed segment that holds no live data at all:
  * leave them lost and stop reporting them; the segment no longer counts
  * as lost (za_engine_seg_lost_max), whatever it loses later. Only for a
@@ -466,8 +475,9 @@ struct za_col_rebuild {
  * writes reach the drives at ZA_DEV_PRIO_LOW: user I/O goes first. Returns
  * 0, -ENOENT (no such segment), -EINVAL, -EBUSY (the segment is still written, or
  * that column is already being rebuilt), -EALREADY (the column is not
- * lost and !move), -ENOSPC (no member can take it, or not @dst_member),
- * -ENOMEM.
+ * lost and !move), -EAGAIN (the members that could take it have their
+ * open-zone budget in use: try again when a column ends), -ENOSPC (no
+ * member can take it, or not @dst_member), -ENOMEM.
  */
 int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr);
 /* may_start() would now say yes: go on. */

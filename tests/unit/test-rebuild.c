@@ -49,14 +49,15 @@ static const struct geo {
 	uint32_t chunk_bytes;
 	uint64_t zone_bytes, zns_cap_bytes;
 	unsigned nr_zones;
+	unsigned max_open; /* open and active zone limit; 0: the model's */
 } geos[] = {
 	/* slot 20 KiB: 5 stripes a segment (6 in an SMR zone) */
-	{ 2, 1, 6, false, 2, 8192, 128ull << 10, 100ull << 10, 40 },
+	{ 2, 1, 6, false, 2, 8192, 128ull << 10, 100ull << 10, 40, 0 },
 	/* slot 12 KiB: 5 stripes a segment */
-	{ 4, 2, 9, false, 2, 4096, 64ull << 10, 60ull << 10, 48 },
+	{ 4, 2, 9, false, 2, 4096, 64ull << 10, 60ull << 10, 48, 0 },
 	/* slot 12 KiB: 10 stripes a segment; ZNS zones as long as SMR
 	 * ones, so that the added drive can take any column */
-	{ 2, 1, 3, true, 1, 8192, 120ull << 10, 0, 64 },
+	{ 2, 1, 3, true, 1, 8192, 120ull << 10, 0, 64, 0 },
 };
 
 struct trb {
@@ -122,6 +123,8 @@ static void drive_make(struct trb *t, unsigned i)
 	ep.nr_conv_zones = 0;
 	ep.size_bytes = g->zone_bytes * g->nr_zones;
 	ep.cache_bytes = 1ull << 20;
+	if (g->max_open)
+		ep.max_open_zones = ep.max_active_zones = g->max_open;
 	ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
 	ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
 	ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
@@ -578,6 +581,64 @@ START_TEST(test_rebuild_waits_for_gc)
 }
 END_TEST
 
+/*
+ * Drives with a small open-zone budget (10 zones: 8 for the engine, past
+ * the superblock's two), many lost columns, and writes going on while the
+ * rebuild runs. A pass starts all its columns at once; without a reserve
+ * for the streams, the rebuild's replacement zones took every open zone
+ * of some members, a stream could not open its next group ("no segment
+ * can be opened") and writes and flushes failed (zloop seeds 7007, 7017,
+ * 7023 on ZNS drives).
+ */
+static const struct geo small_budget = { 2,    1,	    3, true, 1,
+					 8192, 64ull << 10, 0, 96,   10 };
+
+START_TEST(test_rebuild_keeps_open_zones)
+{
+	struct za_rebuild_status st;
+	struct trb t;
+	uint64_t fill, lba;
+	unsigned i;
+	uint8_t *bufs;
+
+	rng = 0x0b0d6e70ull;
+	trb_make(&t, &small_budget);
+	bufs = ablk((size_t)BATCH * za_engine_layout(t.e)->data_blocks);
+	fill = t.vol_blocks / 3;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_sync(&t, lba, 16);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	fail_member(&t, 0);
+	for (lba = 0; lba < 64; lba += 8)
+		write_sync(&t, fill + lba, 8);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	/* zarray replace: every lost column goes to the new drive, which
+	 * every group needs too (exactly k + p writable members). */
+	add_member(&t);
+	za_rebuild_set_dest(t.rb, 0, 3);
+	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 12);
+
+	/* Slowed down, so that its columns hold their zones while the
+	 * writes' groups fill and roll over many times. */
+	za_rebuild_set_rate(t.rb, 256 << 10);
+	za_rebuild_start(t.rb);
+	for (i = 0; i < 16 && !t.rb_done; i++)
+		batch(&t, fill, bufs);
+	za_rebuild_set_rate(t.rb, 0);
+	za_io_run_until(t.io, &t.rb_done, 0);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	trb_drain(&t);
+	ck_assert_int_eq(t.rb_result, 0);
+	za_rebuild_status(t.rb, &st);
+	ck_assert_uint_gt(st.cols_done, 0);
+	ck_assert_uint_eq(st.cols_failed, 0);
+	ck_assert_uint_eq(st.cols_waiting, 0);
+	check_rebuilt(&t, 0);
+	free(bufs);
+	trb_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rebuild");
@@ -590,6 +651,7 @@ int main(void)
 	tcase_add_test(tc, test_rebuild_start_while_winding_down);
 	tcase_add_loop_test(tc, test_rebuild_waits_for_gc, 0,
 			    sizeof(geos) / sizeof(geos[0]));
+	tcase_add_test(tc, test_rebuild_keeps_open_zones);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
