@@ -3726,6 +3726,7 @@ static void rb_bind(struct za_col_rebuild *cr)
 	const struct za_segment *g = rp->g;
 	uint64_t need = (uint64_t)cr->nr_stripes * g->st->l.slot_bytes;
 	struct member *old = rp->dst, *m;
+	uint64_t own;
 	unsigned best;
 	uint32_t z;
 
@@ -3734,28 +3735,23 @@ static void rb_bind(struct za_col_rebuild *cr)
 	rp->bound = true;
 	if (cr->want_dst)
 		return;
-	/* Weigh every candidate without this column's own writes. */
-	old->rb_pass_slots -= cr->nr_stripes;
+	/* Weigh every candidate without this column's own writes. A new
+	 * pass's plan may have cleared the count meanwhile (a scrub's
+	 * column runs beside a rebuild): take back no more than is there. */
+	own = old->rb_pass_slots < cr->nr_stripes ? old->rb_pass_slots :
+						    cr->nr_stripes;
+	old->rb_pass_slots -= own;
 	old->rb_wslots -= rp->wslots;
-	if (rb_pick(e, g, need, -1, true, &best) || best == cr->member) {
-		old->rb_pass_slots += cr->nr_stripes;
-		old->rb_wslots += rp->wslots;
-		return;
-	}
-	if (rb_queue(&e->m[best]) > rb_queue(old) ||
+	if (rb_pick(e, g, need, -1, true, &best) || best == cr->member ||
+	    rb_queue(&e->m[best]) > rb_queue(old) ||
 	    (rb_queue(&e->m[best]) == rb_queue(old) &&
-	     rb_load(g, &e->m[best]) >= rb_load(g, old))) {
-		old->rb_pass_slots += cr->nr_stripes;
+	     rb_load(g, &e->m[best]) >= rb_load(g, old)) ||
+	    (z = take_zone_min(&e->m[best], need)) == UINT32_MAX) {
+		old->rb_pass_slots += own;
 		old->rb_wslots += rp->wslots;
 		return;
 	}
 	m = &e->m[best];
-	z = take_zone_min(m, need);
-	if (z == UINT32_MAX) { /* rb_pick() checked: cannot happen */
-		old->rb_pass_slots += cr->nr_stripes;
-		old->rb_wslots += rp->wslots;
-		return;
-	}
 	assert(old->zkind[cr->zone] == Z_USED);
 	old->zkind[cr->zone] = Z_FREE;
 	old->free_zones++;
