@@ -3149,6 +3149,15 @@ static bool col_lost(const struct za_engine *e, const struct za_segment *g,
 	return !readable(&e->m[g->member[c]]);
 }
 
+/* Is column @c of @g to be rebuilt or moved, and not dead nor running? */
+static bool col_todo(const struct za_engine *e, const struct za_segment *g,
+		     unsigned c)
+{
+	return (col_lost(e, g, c) ||
+		e->m[g->member[c]].state == ZA_MEMBER_DRAINING) &&
+	       !((g->dead_cols | g->rb_cols) & (1ull << c));
+}
+
 static int degraded_cmp(const void *a, const void *b)
 {
 	const struct za_engine_degraded *x = a, *y = b;
@@ -3183,8 +3192,7 @@ size_t za_engine_degraded(const struct za_engine *e,
 				d.lost += lost;
 				if (lost)
 					d.lost_cols |= 1ull << c;
-				if (!((g->dead_cols | g->rb_cols) &
-				      (1ull << c)))
+				if (col_todo(e, g, c))
 					d.todo |= 1ull << c;
 			}
 			if (!d.todo)
@@ -3217,17 +3225,13 @@ void za_engine_rebuild_plan(struct za_engine *e)
 	for (i = 0; i < SEG_HASH; i++)
 		for (g = e->hash[i]; g; g = g->hnext) {
 			const struct za_stripe_layout *l = &g->st->l;
-			bool todo = false;
+			bool listed = false;
 
 			if (g->grp->releasing || !g->next_stripe)
 				continue;
 			for (c = 0; c < l->width; c++)
-				todo |= (col_lost(e, g, c) ||
-					 e->m[g->member[c]].state ==
-						 ZA_MEMBER_DRAINING) &&
-					!((g->dead_cols | g->rb_cols) &
-					  (1ull << c));
-			if (!todo)
+				listed |= col_todo(e, g, c);
+			if (!listed)
 				continue;
 			for (c = 0; c < l->width; c++)
 				if (!col_lost(e, g, c))
