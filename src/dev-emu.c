@@ -37,10 +37,11 @@
  * management commands (reset, finish) are durable when they complete.
  *
  * Requests are executed when submitted (the data is in the file before
- * submit returns) and completed later on the loop: at once, or, with the
- * performance model on, when a drive that serves one request at a time at
- * the configured bandwidth, per-operation latency and seek cost would have
- * finished it; such a drive serves NORMAL requests before LOW ones
+ * submit returns; with the performance model on, a read copies its data
+ * when it is served instead) and completed later on the loop: at once, or,
+ * with the performance model on, when a drive that serves one request at a
+ * time at the configured bandwidth, per-operation latency and seek cost
+ * would have finished it; such a drive serves NORMAL requests before LOW ones
  * (background work: enum za_dev_prio), with aging (emu_serve()). Callers
  * still must not assume anything before completion.
  *
@@ -582,8 +583,8 @@ static uint64_t emu_service_ns(struct emu *e, const struct za_dev_req *req)
  * executed when it is submitted (the data is in the file at once), a read
  * copies its data out when it is served (so that submitting a queue of
  * reads costs the loop nothing up front), and every request completes
- * only when the modelled drive has served it: one request at a time, NORMAL ones
- * first, LOW ones (rebuild, drain, scrub) when no NORMAL one waits. So
+ * only when the modelled drive has served it: one request at a time,
+ * NORMAL ones first, LOW ones (rebuild, drain, scrub) when no NORMAL one waits. So
  * that background work is slowed by user I/O but never starved by it,
  * one LOW request goes ahead when the oldest has waited
  * EMU_PRIO_AGING_NS and none has started for as long: a trickle, not a

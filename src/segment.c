@@ -3150,8 +3150,8 @@ static bool col_lost(const struct za_engine *e, const struct za_segment *g,
 }
 
 /* Is column @c of @g to be rebuilt or moved, and not dead nor running? */
-static bool col_todo(const struct za_engine *e, const struct za_segment *g,
-		     unsigned c)
+static bool col_to_restore(const struct za_engine *e,
+			   const struct za_segment *g, unsigned c)
 {
 	return (col_lost(e, g, c) ||
 		e->m[g->member[c]].state == ZA_MEMBER_DRAINING) &&
@@ -3192,7 +3192,7 @@ size_t za_engine_degraded(const struct za_engine *e,
 				d.lost += lost;
 				if (lost)
 					d.lost_cols |= 1ull << c;
-				if (col_todo(e, g, c))
+				if (col_to_restore(e, g, c))
 					d.todo |= 1ull << c;
 			}
 			if (!d.todo)
@@ -3230,7 +3230,7 @@ void za_engine_rebuild_plan(struct za_engine *e)
 			if (g->grp->releasing || !g->next_stripe)
 				continue;
 			for (c = 0; c < l->width; c++)
-				listed |= col_todo(e, g, c);
+				listed |= col_to_restore(e, g, c);
 			if (!listed)
 				continue;
 			for (c = 0; c < l->width; c++)
