@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * cmd-emu.c - `zarray emu create|powercut`: make emulated zoned drives
- * (one sparse file each) and simulate a power cut on drives not in use.
+ * (one sparse or preallocated file each) and simulate a power cut on drives not in use.
  * Local commands: no daemon is involved.
  */
 #include <errno.h>
@@ -38,6 +38,10 @@ static void emu_help(FILE *f)
 		"  --bw MB/s            bandwidth cap (0 = none)\n"
 		"  --lat USEC           latency per operation (0)\n"
 		"  --seek USEC          full-stroke seek time (0)\n"
+		"  --preallocate        write the whole file now and keep it "
+		"allocated\n"
+		"                       (for benchmarks on memory-backed "
+		"files)\n"
 		"  --force              replace existing files\n"
 		"\n"
 		"powercut: drop what each drive's volatile cache holds, as a "
@@ -59,6 +63,7 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 		O_LAT,
 		O_SEEK,
 		O_FORCE,
+		O_PREALLOC,
 	};
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, O_MODEL },
@@ -73,6 +78,7 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 		{ "lat", required_argument, NULL, O_LAT },
 		{ "seek", required_argument, NULL, O_SEEK },
 		{ "force", no_argument, NULL, O_FORCE },
+		{ "preallocate", no_argument, NULL, O_PREALLOC },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -80,7 +86,7 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 	const char *vals[O_FORCE - O_MODEL + 1] = { 0 };
 	enum za_dev_model model = ZA_DEV_MODEL_HM_SMR;
 	struct za_emu_params p;
-	bool force = false;
+	bool force = false, prealloc = false;
 	int c, i, failed = 0;
 	uint64_t v;
 
@@ -91,6 +97,10 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 		}
 		if (c == O_FORCE) {
 			force = true;
+			continue;
+		}
+		if (c == O_PREALLOC) {
+			prealloc = true;
 			continue;
 		}
 		if (c < O_MODEL || c > O_SEEK) {
@@ -109,6 +119,7 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 		return ZA_EXIT_USAGE;
 	}
 	za_emu_params_default(&p, model);
+	p.prealloc = prealloc;
 #define SIZE_OPT(idx, field, name)                                        \
 	if (vals[idx]) {                                                  \
 		if (za_parse_size(vals[idx], &v) < 0) {                   \

@@ -36,6 +36,12 @@
  * (flushes) everything first, as a drive does when its cache fills. Zone
  * management commands (reset, finish) are durable when they complete.
  *
+ * A preallocated drive (docs/format.md) writes its whole data region at
+ * creation and never punches: on tmpfs in a VM a page's first touch costs
+ * more than the write itself, which a log that always writes fresh zones
+ * would pay on every byte. Its resets and power cuts only move write
+ * pointers (nothing reads past one), and a finish writes zeros instead.
+ *
  * Requests are executed when submitted (the data is in the file before
  * submit returns; with the performance model on, a read copies its data
  * when it is served instead) and completed later on the loop: at once, or,
@@ -73,6 +79,9 @@
 #define EMU_DATA_ALIGN (1ull << 20)
 #define EMU_MIN_ZONE (64ull << 10)
 #define EMU_MAX_ZONES (1u << 24)
+/* Header flags (docs/format.md). */
+#define EMU_F_PREALLOC (1u << 0)
+#define EMU_F_KNOWN EMU_F_PREALLOC
 
 /* Header field offsets (docs/format.md, "Emulated drive file"). */
 enum {
@@ -124,6 +133,7 @@ struct emu {
 	struct za_dev dev;
 	int fd;
 	bool rdonly;
+	bool prealloc; /* EMU_F_PREALLOC: never punch, zero on finish */
 	uint8_t *meta; /* mmap of [0, data_off) */
 	size_t meta_bytes;
 	uint64_t data_off, undo_idx_off, undo_data_off, zt_off;
@@ -265,10 +275,21 @@ static void set_cond(struct emu *e, uint32_t i, enum za_zone_cond c)
 		e->nr_active++;
 }
 
+static int write_zeroes(struct emu *e, uint64_t off, uint64_t len);
+
+/*
+ * Make [off, off + len) of the data read as zeros and, in a sparse file,
+ * give its space back. A preallocated file keeps its blocks (that is its
+ * point): callers that only need the bytes gone from sight - reset and
+ * power cut, which move the write pointer below them, and reads past the
+ * write pointer are refused - call drop() instead.
+ */
 static int punch(struct emu *e, uint64_t off, uint64_t len)
 {
 	if (!len)
 		return 0;
+	if (e->prealloc)
+		return write_zeroes(e, off, len);
 	if (fallocate(e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)(e->data_off + off), (off_t)len) == 0)
 		return 0;
@@ -279,15 +300,33 @@ static int punch(struct emu *e, uint64_t off, uint64_t len)
 		return -EIO;
 	}
 	/* No hole punching on this file system: write zeroes instead. */
-	{
-		static const uint8_t zero[EMU_BLOCK];
+	return write_zeroes(e, off, len);
+}
 
-		for (uint64_t o = 0; o < len; o += EMU_BLOCK)
-			if (pwrite(e->fd, zero, EMU_BLOCK,
-				   (off_t)(e->data_off + off + o)) != EMU_BLOCK)
-				return -EIO;
+static int write_zeroes(struct emu *e, uint64_t off, uint64_t len)
+{
+	static const uint8_t zero[64 * EMU_BLOCK];
+
+	while (len) {
+		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
+
+		if (pwrite(e->fd, zero, n, (off_t)(e->data_off + off)) !=
+		    (ssize_t)n) {
+			za_log_err("%s: zeroing %zu bytes at %llu: %s",
+				   e->dev.path, n, (unsigned long long)off,
+				   strerror(errno));
+			return -EIO;
+		}
+		off += n;
+		len -= n;
 	}
 	return 0;
+}
+
+/* Bytes that only need to stop being readable: see punch(). */
+static int drop(struct emu *e, uint64_t off, uint64_t len)
+{
+	return e->prealloc ? 0 : punch(e, off, len);
 }
 
 /* ---- undo log (conventional zones under the volatile cache) ---- */
@@ -511,7 +550,7 @@ static int emu_do_zone_op(struct emu *e, struct za_dev_req *req)
 		return -EROFS;
 	switch (req->op) {
 	case ZA_DEV_OP_RESET:
-		ret = punch(e, zstart, e->dev.caps.zone_size_bytes);
+		ret = drop(e, zstart, e->dev.caps.zone_size_bytes);
 		if (ret < 0)
 			return ret;
 		if (e->cache_bytes)
@@ -751,9 +790,9 @@ static int emu_power_cut(struct za_dev *dev)
 			/* Everything past the flushed write pointer goes,
 			 * including bytes a killed process left past the
 			 * write pointer itself. */
-			int r = punch(e, zstart + z->flushed_rel,
-				      dev->caps.zone_size_bytes -
-					      z->flushed_rel);
+			int r = drop(e, zstart + z->flushed_rel,
+				     dev->caps.zone_size_bytes -
+					     z->flushed_rel);
 
 			if (r < 0)
 				ret = r;
@@ -829,6 +868,35 @@ static int emu_layout(uint64_t capacity, uint32_t nr_zones, uint64_t cache,
 	    __builtin_add_overflow(l->undo_data_off, l->undo_slots * EMU_BLOCK,
 				   &l->file_bytes))
 		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Write zeros over the whole data region, so that every block of it is
+ * allocated and touched now rather than on its first write. On tmpfs in
+ * a virtual machine a page's first touch costs several times a copy
+ * (docs/design.md 3.3); a real drive's media is there all along.
+ */
+static int prealloc_data(int fd, const char *path, const struct emu_layout *l)
+{
+	size_t chunk = 1u << 20;
+	uint64_t off;
+	void *zero = calloc(1, chunk);
+
+	if (!zero)
+		return -ENOMEM;
+	for (off = 0; off < l->undo_data_off - l->data_off; off += chunk) {
+		if (pwrite(fd, zero, chunk, (off_t)(l->data_off + off)) !=
+		    (ssize_t)chunk) {
+			int ret = errno ? -errno : -EIO;
+
+			za_log_err("%s: preallocating at %llu: %s", path,
+				   (unsigned long long)off, strerror(-ret));
+			free(zero);
+			return ret;
+		}
+	}
+	free(zero);
 	return 0;
 }
 
@@ -968,7 +1036,7 @@ int za_emu_create(const char *path, const struct za_emu_params *p, bool force)
 	za_put_le32(hdr + H_MAX_ACTIVE, p->max_active_zones);
 	za_put_le32(hdr + H_MAX_IO, p->max_io_bytes);
 	za_put_le32(hdr + H_MAX_APPEND, p->max_append_bytes);
-	za_put_le32(hdr + H_FLAGS, 0);
+	za_put_le32(hdr + H_FLAGS, p->prealloc ? EMU_F_PREALLOC : 0);
 	za_put_le64(hdr + H_CACHE, p->cache_bytes);
 	za_put_le64(hdr + H_BW, p->bw_bytes_per_s);
 	za_put_le64(hdr + H_LAT, p->lat_ns);
@@ -993,6 +1061,11 @@ int za_emu_create(const char *path, const struct za_emu_params *p, bool force)
 			goto err_io;
 	}
 	/* The undo count (0) is already zero: the file is sparse. */
+	if (p->prealloc) {
+		ret = prealloc_data(fd, path, &l);
+		if (ret < 0)
+			goto err_free;
+	}
 	if (fsync(fd) < 0)
 		goto err_io;
 	free(hdr);
@@ -1003,6 +1076,7 @@ err_io:
 	ret = -EIO;
 	za_log_err("%s: writing the drive's metadata: %s", path,
 		   strerror(errno));
+err_free:
 	free(hdr);
 err_close:
 	close(fd);
@@ -1040,7 +1114,7 @@ static int emu_parse_header(struct emu *e, const uint8_t *h, uint64_t fsize)
 	struct za_dev_caps *c = &e->dev.caps;
 	const char *path = e->dev.path;
 	struct emu_layout l;
-	uint32_t version, model, lblock;
+	uint32_t version, model, lblock, flags;
 	uint64_t zcap, cap;
 	int ret;
 
@@ -1112,6 +1186,11 @@ static int emu_parse_header(struct emu *e, const uint8_t *h, uint64_t fsize)
 	e->undo_slots = l.undo_slots;
 	e->data_off = l.data_off;
 	e->undo_data_off = l.undo_data_off;
+	flags = za_get_le32(h + H_FLAGS);
+	if (flags & ~EMU_F_KNOWN)
+		EMU_CORRUPT("%s: header: unknown flags 0x%x", path,
+			    flags & ~EMU_F_KNOWN);
+	e->prealloc = flags & EMU_F_PREALLOC;
 	e->bw = za_get_le64(h + H_BW);
 	e->lat_ns = za_get_le64(h + H_LAT);
 	e->seek_ns = za_get_le64(h + H_SEEK);

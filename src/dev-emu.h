@@ -30,12 +30,20 @@ struct za_emu_params {
 	uint64_t bw_bytes_per_s;
 	uint64_t lat_ns; /* per operation */
 	uint64_t seek_ns; /* full-stroke seek; scaled by sqrt(distance) */
+	/*
+	 * Allocate and touch the whole data region at creation, and never
+	 * give it back: resets and power cuts leave the blocks in place
+	 * (nothing can read past a write pointer), a finish writes zeros.
+	 * For benchmarks on memory-backed files.
+	 */
+	bool prealloc;
 };
 
 /* The defaults of `zarray emu create` for @model. */
 void za_emu_params_default(struct za_emu_params *p, enum za_dev_model model);
 /*
- * Create an emulated drive at @path (a sparse file). Refuses to replace an
+ * Create an emulated drive at @path (a sparse file, or a fully written one
+ * with @p->prealloc). Refuses to replace an
  * existing file unless @force. Returns 0, -EEXIST, -EINVAL (with a logged
  * reason) or another -errno.
  */

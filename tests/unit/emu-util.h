@@ -39,7 +39,8 @@ static inline void tdrive_make(struct tdrive *t, const struct za_emu_params *p)
 	ck_assert_int_eq(za_dev_open(t->io, t->path, 0, &t->dev), 0);
 }
 
-static inline void tdrive_small(struct tdrive *t, enum za_dev_model m)
+static inline void tdrive_small_prealloc(struct tdrive *t, enum za_dev_model m,
+					 bool prealloc)
 {
 	struct za_emu_params p;
 
@@ -49,7 +50,13 @@ static inline void tdrive_small(struct tdrive *t, enum za_dev_model m)
 	p.zone_cap_bytes = m == ZA_DEV_MODEL_ZNS ? 768ull << 10 : 0;
 	p.nr_conv_zones = m == ZA_DEV_MODEL_ZNS ? 0 : 2;
 	p.cache_bytes = 256ull << 10;
+	p.prealloc = prealloc;
 	tdrive_make(t, &p);
+}
+
+static inline void tdrive_small(struct tdrive *t, enum za_dev_model m)
+{
+	tdrive_small_prealloc(t, m, false);
 }
 
 static inline int tdrive_reopen(struct tdrive *t)
