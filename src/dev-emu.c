@@ -41,6 +41,8 @@
  * more than the write itself, which a log that always writes fresh zones
  * would pay on every byte. Its resets and power cuts only move write
  * pointers (nothing reads past one), and a finish writes zeros instead.
+ * Its data goes through a shared mapping of the file rather than
+ * pwrite()/pread(): the same page cache, without the per-page work.
  *
  * Requests are executed when submitted (the data is in the file before
  * submit returns; with the performance model on, a read copies its data
@@ -134,6 +136,7 @@ struct emu {
 	int fd;
 	bool rdonly;
 	bool prealloc; /* EMU_F_PREALLOC: never punch, zero on finish */
+	uint8_t *data; /* preallocated: the data region, mapped */
 	uint8_t *meta; /* mmap of [0, data_off) */
 	size_t meta_bytes;
 	uint64_t data_off, undo_idx_off, undo_data_off, zt_off;
@@ -307,6 +310,10 @@ static int write_zeroes(struct emu *e, uint64_t off, uint64_t len)
 {
 	static const uint8_t zero[64 * EMU_BLOCK];
 
+	if (e->data) {
+		memset(e->data + off, 0, len);
+		return 0;
+	}
 	while (len) {
 		size_t n = len < sizeof(zero) ? (size_t)len : sizeof(zero);
 
@@ -475,8 +482,14 @@ static int emu_make_open(struct emu *e, uint32_t i, bool explicit)
 
 static int emu_do_read(struct emu *e, struct za_dev_req *req)
 {
-	ssize_t r = pread(e->fd, req->buf, req->len_bytes,
-			  (off_t)(e->data_off + req->off_bytes));
+	ssize_t r;
+
+	if (e->data) {
+		memcpy(req->buf, e->data + req->off_bytes, req->len_bytes);
+		return 0;
+	}
+	r = pread(e->fd, req->buf, req->len_bytes,
+		  (off_t)(e->data_off + req->off_bytes));
 
 	if (r < 0) {
 		za_log_err("%s: zone %u: read of %llu bytes at %llu failed: %s",
@@ -515,7 +528,13 @@ static int emu_do_write(struct emu *e, struct za_dev_req *req, uint64_t off)
 		if (e->cache_bytes)
 			emu_cache_reserve(e, req->len_bytes);
 	}
-	w = pwrite(e->fd, req->buf, req->len_bytes, (off_t)(e->data_off + off));
+	if (e->data) {
+		memcpy(e->data + off, req->buf, req->len_bytes);
+		w = (ssize_t)req->len_bytes;
+	} else {
+		w = pwrite(e->fd, req->buf, req->len_bytes,
+			   (off_t)(e->data_off + off));
+	}
 	if (w != (ssize_t)req->len_bytes) {
 		za_log_err("%s: zone %u: write of %llu bytes at %llu failed: "
 			   "%s",
@@ -818,6 +837,8 @@ static void emu_close(struct za_dev *dev)
 
 	if (e->meta)
 		munmap(e->meta, e->meta_bytes);
+	if (e->data)
+		munmap(e->data, e->dev.caps.capacity_bytes);
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e->zones);
@@ -1340,6 +1361,25 @@ int za_dev_emu_open(struct za_io *io, const char *path, unsigned flags,
 	ret = emu_load_zones(e);
 	if (ret < 0)
 		goto err_free;
+	if (e->prealloc) {
+		/*
+		 * Data by memcpy() through a populated mapping: the same page
+		 * cache as pwrite(), so a killed process leaves the same file,
+		 * without pwrite()'s lookups and accounting per page (a fifth
+		 * of the loop's time in P1's sequential writes). Only here:
+		 * mapping a sparse file would fault on every first touch.
+		 */
+		e->data = mmap(NULL, e->dev.caps.capacity_bytes,
+			       rdonly ? PROT_READ : PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_POPULATE, e->fd,
+			       (off_t)e->data_off);
+		if (e->data == MAP_FAILED) {
+			e->data = NULL;
+			za_log_warn("%s: mapping the data: %s; using pread() "
+				    "and pwrite()",
+				    path, strerror(errno));
+		}
+	}
 	*out = &e->dev;
 	return 0;
 
