@@ -1,7 +1,9 @@
 #!/bin/bash
 # Shows that real NBD clients work against an array's volume exported by
 # zarrayd (src/export.c over src/volume.c, through src/nbd.c), on 12
-# emulated drives in an 8+2 array of a few GiB:
+# emulated drives in an 8+2 array of a few GiB (half of them preallocated,
+# `zarray emu create --preallocate`, as bench/p1.sh uses them, so that
+# every client below also goes through that kind of drive):
 #  - `zarray create --tcp 0` prints the nbd:// URI, `zarray export` the
 #    nbd+unix:// one; the socket is RUNDIR/NAME.nbd, mode 0660; status
 #    --json gives export.uri and export.tcp_uri;
@@ -41,7 +43,9 @@ run() {
 }
 
 cd "$SCRATCH" # fio writes its verify state files to the working directory
-"$ZARRAY" emu create --size 512M --zone-size 16M d{00..11}.img >/dev/null
+"$ZARRAY" emu create --size 512M --zone-size 16M d{00..05}.img >/dev/null
+"$ZARRAY" emu create --preallocate --size 512M --zone-size 16M d{06..11}.img >/dev/null
+[ "$(du -k d06.img | cut -f1)" -ge $((512 << 10)) ] || fail "d06.img is not preallocated"
 start_daemon
 
 # ---- create with --tcp, export, status ----
