@@ -14,7 +14,9 @@
  * still missed once per level. Here a lookup touches a few pages of the
  * index (16 bytes per leaf) and one leaf. The price: adding or removing a
  * leaf moves the index entries after it, O(extents / LEAF_CAP) bytes x 16,
- * once per LEAF_CAP / 2 insertions at most (docs/design.md 8.6).
+ * once per LEAF_CAP / 2 insertions at most (docs/design.md 8.6). The
+ * leaf the last lookup found (the finger) is tried before the index, since
+ * one operation looks up the same place several times.
  *
  * A range operation makes both ends extent boundaries (cuts), removes or
  * rewrites the extents between them, and coalesces extents that continue
@@ -22,7 +24,10 @@
  * range and across its two seams, so a sequential fill leaves one extent
  * per group. A full leaf is split in halves, except when the insertion is
  * at its end (a sequential fill): then the new extent starts a new leaf,
- * so leaves filled in order stay full. An emptied leaf is freed.
+ * so leaves filled in order stay full. An emptied leaf is freed. The
+ * shapes random 4 KiB writes make - a range that is exactly one extent
+ * (set, move) or lies in a hole (set) - are done in place after a single
+ * lookup, without the cuts.
  *
  * Leaves and the index are the only allocations. Each mutating call first
  * makes sure that enough spare leaves and index room are at hand for
@@ -66,6 +71,7 @@ struct za_map {
 	unsigned nr_spare;
 	size_t nr; /* extents */
 	size_t nr_leaves; /* = index entries */
+	struct leaf *finger; /* the leaf the last lookup found, or NULL */
 };
 
 /* A place in the extent sequence: e[i] of @lf; i == lf->nr only at the
@@ -207,12 +213,31 @@ static struct leaf *tree_find(const struct za_map *m, uint64_t lba)
 	return i ? m->idx[i - 1].lf : NULL;
 }
 
+/*
+ * tree_find() through the finger: one operation looks up the same place
+ * several times (cuts, removal, insertion, coalescing), and the leaf the
+ * last lookup found answers if @lba is within its key range, without a
+ * search of the index.
+ */
+static struct leaf *leaf_find(struct za_map *m, uint64_t lba)
+{
+	struct leaf *lf = m->finger;
+
+	if (lf && lf->key <= lba && (!lf->next || lf->next->key > lba))
+		return lf;
+	lf = tree_find(m, lba);
+	m->finger = lf;
+	return lf;
+}
+
 /* ---- positions ---- */
 
-/* The first extent that ends after @lba (holds it, or follows it). */
-static struct pos lookup(const struct za_map *m, uint64_t lba)
+/* In @lf (tree_find(@lba)): the first extent that ends after @lba (holds
+ * it, or follows it). */
+static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
+			    uint64_t lba)
 {
-	struct pos p = { tree_find(m, lba), 0 };
+	struct pos p = { lf, 0 };
 	uint32_t lo, hi;
 
 	if (!p.lf)
@@ -232,6 +257,11 @@ static struct pos lookup(const struct za_map *m, uint64_t lba)
 	if (p.i == p.lf->nr && p.lf->next)
 		p = (struct pos){ p.lf->next, 0 };
 	return p;
+}
+
+static struct pos lookup(struct za_map *m, uint64_t lba)
+{
+	return lookup_in(m, leaf_find(m, lba), lba);
 }
 
 static bool at_end(struct pos p)
@@ -293,6 +323,8 @@ static void list_after(struct za_map *m, struct leaf *lf, struct leaf *n)
 
 static void leaf_free(struct za_map *m, struct leaf *lf)
 {
+	if (m->finger == lf)
+		m->finger = NULL;
 	tree_remove(m, lf);
 	if (lf->prev)
 		lf->prev->next = lf->next;
@@ -434,14 +466,14 @@ static void remove_range(struct za_map *m, uint64_t lba, uint64_t end,
 }
 
 /*
- * Coalesce extents that continue each other from the one before @lba up
- * to the first one starting at or after @end.
+ * Coalesce extents that continue each other from the one before @p up to
+ * the first one starting at or after @end.
  */
-static void coalesce(struct za_map *m, uint64_t lba, uint64_t end)
+static void coalesce_at(struct za_map *m, struct pos p, uint64_t end)
 {
-	struct pos p = lookup(m, lba), q;
+	struct pos q;
 
-	if (at_end(p) && !p.lf)
+	if (!p.lf)
 		return;
 	if (prev_pos(m, p, &q))
 		p = q;
@@ -461,15 +493,41 @@ static void coalesce(struct za_map *m, uint64_t lba, uint64_t end)
 	}
 }
 
+/* coalesce_at() from the first extent that ends after @lba. */
+static void coalesce(struct za_map *m, uint64_t lba, uint64_t end)
+{
+	coalesce_at(m, lookup(m, lba), end);
+}
+
 int za_map_set(struct za_map *m, uint64_t lba, uint64_t n,
 	       const struct za_map_loc *loc, za_map_dead_fn dead, void *priv)
 {
 	struct ext x = { .lba = lba, .len = n, .loc = *loc };
+	struct pos p;
 
 	if (!n)
 		return 0;
+	/*
+	 * Random small writes first overwrite holes, then extents of exactly
+	 * their size: both take one lookup here instead of five.
+	 */
+	p = lookup(m, lba);
+	if (!at_end(p) && at(p)->lba == lba && at(p)->len == n) {
+		struct ext *e = at(p);
+
+		if (dead)
+			dead(priv, &e->loc, n);
+		e->loc = *loc;
+		coalesce_at(m, p, lba + n);
+		return 0;
+	}
 	if (reserve(m))
 		return -ENOMEM;
+	if (at_end(p) || at(p)->lba >= lba + n) {
+		/* A hole (reserve() moved no leaf: p holds). */
+		coalesce_at(m, ins(m, p, &x), lba + n);
+		return 0;
+	}
 	cut(m, lba);
 	cut(m, lba + n);
 	remove_range(m, lba, lba + n, dead, priv);
@@ -500,6 +558,19 @@ int64_t za_map_move(struct za_map *m, uint64_t lba, uint64_t n,
 
 	if (!n)
 		return 0;
+	/* A whole extent (one block of a stripe of random writes): in
+	 * place, with one lookup. */
+	p = lookup(m, lba);
+	if (!at_end(p) && at(p)->lba == lba && at(p)->len == n) {
+		struct ext *e = at(p);
+
+		if (e->loc.kind != from->kind || e->loc.group != from->group ||
+		    e->loc.pos != from->pos)
+			return 0;
+		e->loc = *to;
+		coalesce_at(m, p, lba + n);
+		return (int64_t)n;
+	}
 	if (reserve(m))
 		return -ENOMEM;
 	cut(m, lba);
@@ -531,8 +602,8 @@ int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
 
 	if (!n)
 		return 0;
-	for (p = lookup(m, lba); !at_end(p) && at(p)->lba < end;
-	     p = next_pos(p)) {
+	for (p = lookup_in(m, tree_find(m, lba), lba);
+	     !at_end(p) && at(p)->lba < end; p = next_pos(p)) {
 		const struct ext *e = at(p);
 		uint64_t s = e->lba > cur ? e->lba : cur;
 		uint64_t t = e->lba + e->len < end ? e->lba + e->len : end;

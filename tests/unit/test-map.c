@@ -3,10 +3,12 @@
  * test-map.c - the block map against a per-block reference model under
  * random sets, clears and moves (every block's location, the dead-range
  * callbacks summed per location, walks with holes), coalescing (a
- * sequential fill, stripe by stripe, leaves one extent), and memory per
- * extent.
+ * sequential fill, stripe by stripe, leaves one extent; no two neighbours
+ * that continue each other are ever left apart, whichever path - in
+ * place or with cuts - an operation took), and memory per extent.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +31,13 @@ static const struct shape {
 	uint64_t nblk;
 	int ops;
 	unsigned single_pct; /* share of one-block operations */
+	unsigned contig_pct; /* share of sets that continue their neighbours */
 } shapes[] = {
-	{ 4096, 3000, 0 },	 { 4096, 3000, 0 },	  { 4096, 3000, 0 },
-	{ 4096, 3000, 0 },	 { 4096, 3000, 0 },	  { 4096, 3000, 0 },
-	{ NBLK_MAX, 40000, 95 }, { NBLK_MAX, 40000, 80 },
+	{ 4096, 3000, 0, 0 },	    { 4096, 3000, 0, 0 },
+	{ 4096, 3000, 0, 0 },	    { 4096, 3000, 0, 0 },
+	{ 4096, 3000, 0, 0 },	    { 4096, 3000, 0, 0 },
+	{ NBLK_MAX, 40000, 95, 0 }, { NBLK_MAX, 40000, 80, 0 },
+	{ 4096, 6000, 90, 50 },	    { NBLK_MAX, 40000, 95, 30 },
 };
 
 static uint64_t NBLK = 4096;
@@ -61,6 +66,8 @@ struct wcheck {
 	uint64_t next;
 	uint64_t pieces; /* mapped pieces: one per extent on a full walk */
 	uint64_t bad; /* mismatches; asserted once (check's asserts are slow) */
+	struct za_map_loc prev; /* the piece before, if it ended at next */
+	bool has_prev;
 };
 
 static int check_piece(void *priv, uint64_t lba, uint64_t n,
@@ -71,6 +78,14 @@ static int check_piece(void *priv, uint64_t lba, uint64_t n,
 
 	w->bad += lba != w->next || !n;
 	w->pieces += loc != NULL;
+	/* Left apart from a neighbour it continues: not coalesced. */
+	w->bad += loc && w->has_prev && w->prev.kind == loc->kind &&
+		  w->prev.group == loc->group && w->prev.pos == loc->pos;
+	w->has_prev = loc != NULL;
+	if (loc) {
+		w->prev = *loc;
+		w->prev.pos += n;
+	}
 	for (i = 0; i < n; i++) {
 		if (!loc) {
 			w->bad += w->r->kind[lba + i] != 0;
@@ -86,7 +101,7 @@ static int check_piece(void *priv, uint64_t lba, uint64_t n,
 
 static void check_all(struct za_map *m, const struct ref *r)
 {
-	struct wcheck w = { r, 0, 0, 0 };
+	struct wcheck w = { .r = r };
 	uint64_t a, b;
 	int i;
 
@@ -97,6 +112,7 @@ static void check_all(struct za_map *m, const struct ref *r)
 		a = rnd() % NBLK;
 		b = a + 1 + rnd() % (NBLK - a);
 		w.next = a;
+		w.has_prev = false;
 		ck_assert_int_eq(za_map_walk(m, a, b - a, check_piece, &w), 0);
 		ck_assert_uint_eq(w.next, b);
 	}
@@ -128,6 +144,12 @@ START_TEST(test_random_against_model)
 		loc.kind = (uint8_t)(1 + rnd() % 3);
 		loc.group = rnd() % 4;
 		loc.pos = rnd() % 100000;
+		if (rnd() % 100 < sh->contig_pct) {
+			/* As a buffer filled in LBA order: merges both ways. */
+			loc.kind = ZA_MAP_BUFFER;
+			loc.group = 1;
+			loc.pos = lba;
+		}
 		dead_blocks = 0;
 		if (what < 6) {
 			uint64_t overw = 0;
