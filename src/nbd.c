@@ -6,7 +6,9 @@
  * Each connection reads through a small input buffer into a state machine
  * (client flags, option header, option body, request header, write
  * payload, discarded payload); large payloads are read straight into the
- * request's buffer. Every length a client sends is checked before
+ * request's buffer. Once the handshake is over, a receive thread reads the
+ * socket ahead of the loop (nbd-rx.c) and the loop takes its input from
+ * there, in the same state machine. Every length a client sends is checked before
  * anything is allocated for it: option bodies are capped at
  * ZA_NBD_MAX_OPT_BYTES, export names at ZA_NBD_MAX_NAME_BYTES, payloads at
  * the maximum payload. Refused WRITEs within the payload limit have their
@@ -49,6 +51,7 @@
 
 #include "io.h"
 #include "log.h"
+#include "nbd-rx.h"
 #include "nbd.h"
 
 /* ---- the wire (all integers big-endian) ---- */
@@ -114,6 +117,8 @@
 /* ---- limits of this implementation ---- */
 
 #define NBD_IBUF_BYTES (64u << 10)
+/* What a connection's receive thread reads ahead of the loop. */
+#define NBD_RX_RING_BYTES (2u << 20)
 /* Options per connection: haggling cannot go on forever. */
 #define NBD_MAX_OPTS 1024u
 /* Socket reads per wake-up, so that one busy client cannot starve others. */
@@ -214,7 +219,8 @@ struct za_nbd_conn {
 	ev_io rw, ww;
 	ev_timer hs_timer;
 
-	/* input */
+	/* input: from the socket, or from rx once transmission starts */
+	struct za_nbd_rx *rx;
 	uint8_t *ibuf;
 	size_t ipos, ilen;
 	enum rd_state rd;
@@ -658,13 +664,30 @@ static void conn_maybe_finish(struct za_nbd_conn *c)
 		conn_close(c);
 }
 
+static void conn_rx_wake(void *arg);
+
 static void conn_start_transmission(struct za_nbd_conn *c, uint64_t size)
 {
+	int ret;
+
 	ev_timer_stop(c->s->loop, &c->hs_timer);
 	c->transmission = true;
 	c->size = size;
 	c->s->st.handshakes++;
 	conn_expect(c, RD_REQ_HDR, c->hdr, NBD_REQ_HDR_BYTES);
+	/*
+	 * From here on a thread reads the socket ahead of the loop (only
+	 * now: a connection stuck in its handshake costs no thread). Without
+	 * one the loop goes on reading the socket itself.
+	 */
+	ret = za_nbd_rx_start(c->s->loop, c->fd, NBD_RX_RING_BYTES,
+			      conn_rx_wake, c, &c->rx);
+	if (ret < 0) {
+		c->rx = NULL;
+		za_log_warn("nbd %s: connection %u: no receive thread (%s); "
+			    "reading on the loop",
+			    c->s->name, c->id, strerror(-ret));
+	}
 }
 
 static void opt_export_name(struct za_nbd_conn *c)
@@ -1123,6 +1146,18 @@ static void conn_eof(struct za_nbd_conn *c)
 	conn_maybe_finish(c);
 }
 
+/* recv() from the socket or the receive thread: bytes, 0 (EOF), -errno. */
+static ssize_t conn_recv(struct za_nbd_conn *c, void *dst, size_t len,
+			 bool direct)
+{
+	ssize_t n;
+
+	if (c->rx)
+		return za_nbd_rx_recv(c->rx, dst, len, direct);
+	n = recv(c->fd, dst, len, 0);
+	return n < 0 ? -errno : n;
+}
+
 static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct za_nbd_conn *c = w->data;
@@ -1137,16 +1172,18 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		budget--;
-		if (c->rd_dst && c->rd_need - c->rd_have >= NBD_IBUF_BYTES) {
-			/* A large payload: straight into its buffer. */
-			n = recv(c->fd, c->rd_dst + c->rd_have,
-				 c->rd_need - c->rd_have, 0);
+		if (c->rd_dst &&
+		    (c->rx || c->rd_need - c->rd_have >= NBD_IBUF_BYTES)) {
+			/* A payload: straight into its buffer (the ring
+			 * copies small ones there at no extra cost). */
+			n = conn_recv(c, c->rd_dst + c->rd_have,
+				      c->rd_need - c->rd_have, true);
 			if (n > 0) {
 				c->rd_have += (size_t)n;
 				continue;
 			}
 		} else {
-			n = recv(c->fd, c->ibuf, NBD_IBUF_BYTES, 0);
+			n = conn_recv(c, c->ibuf, NBD_IBUF_BYTES, false);
 			if (n > 0) {
 				c->ipos = 0;
 				c->ilen = (size_t)n;
@@ -1157,12 +1194,12 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			conn_eof(c);
 			break;
 		}
-		if (errno == EINTR)
+		if (n == -EINTR)
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		if (n == -EAGAIN || n == -EWOULDBLOCK)
 			break;
 		za_log_warn("nbd %s: connection %u: recv: %s; closing it",
-			    c->s->name, c->id, strerror(errno));
+			    c->s->name, c->id, strerror((int)-n));
 		conn_close(c);
 		break;
 	}
@@ -1177,6 +1214,15 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_feed_event(loop, &c->rw, EV_READ);
 	conn_update(c);
 	conn_put(c);
+}
+
+/* Input from the receive thread (loop thread, through its ev_async). */
+static void conn_rx_wake(void *arg)
+{
+	struct za_nbd_conn *c = arg;
+
+	if (conn_want_read(c))
+		conn_read_cb(c->s->loop, &c->rw, EV_READ);
 }
 
 /* ---- output ---- */
@@ -1325,7 +1371,13 @@ static void conn_update(struct za_nbd_conn *c)
 	want_r = conn_want_read(c);
 	/* Pending output is written by conn_kick(); ww only on EAGAIN. */
 	want_w = conn_has_output(c) && !c->dirty;
-	if (want_r && !ev_is_active(&c->rw)) {
+	if (c->rx) {
+		/* The thread reads the socket; input waiting is run here. */
+		if (ev_is_active(&c->rw))
+			ev_io_stop(loop, &c->rw);
+		if (want_r && (c->ipos < c->ilen || za_nbd_rx_ready(c->rx)))
+			ev_feed_event(loop, &c->rw, EV_READ);
+	} else if (want_r && !ev_is_active(&c->rw)) {
 		ev_io_start(loop, &c->rw);
 		/* Input already buffered will not make the socket readable. */
 		if (c->ipos < c->ilen)
@@ -1349,6 +1401,9 @@ static void conn_close(struct za_nbd_conn *c)
 	if (c->closed)
 		return;
 	c->closed = true;
+	/* First: the thread may be reading into c->cur's buffer. */
+	za_nbd_rx_stop(c->rx);
+	c->rx = NULL;
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->hs_timer);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * nbd-rx.h - a receive thread for one NBD connection.
+ *
+ * The thread reads the socket into a ring while the loop is busy with
+ * what it read before, so that a client whose socket buffer is small
+ * (Unix sockets: about 200 KiB) keeps sending instead of waiting for the
+ * loop to come back to recv() (docs/design.md 8.6). The loop takes the
+ * bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
+ * may be read by the thread straight into its buffer. The thread touches
+ * nothing of the connection but the socket's receive side, the ring and
+ * a destination the loop handed it; it parses nothing.
+ */
+#ifndef ZA_NBD_RX_H
+#define ZA_NBD_RX_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct ev_loop;
+struct za_nbd_rx;
+
+/*
+ * Start a receive thread on @fd (a connected stream socket; the caller
+ * reads it no more). @wake runs on @loop's thread when input or the end
+ * of input arrives; it may call za_nbd_rx_recv(). @ring_bytes is the most
+ * the thread reads ahead. Returns 0 or -errno (no thread: the caller goes
+ * on reading @fd itself).
+ */
+int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
+		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out);
+/*
+ * Loop thread. Up to @len bytes of input into @dst: the count (> 0), 0 at
+ * the end of input, -EAGAIN when nothing is there yet (@wake runs when
+ * there is), or the -errno the socket gave. With @direct, the thread may
+ * read the rest of @len straight into @dst: @dst must then stay valid
+ * and untouched until calls with @dst advanced by the counts returned
+ * have accounted for all of @len, or until za_nbd_rx_stop() returns.
+ */
+ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len,
+		       bool direct);
+/* Loop thread: is there input (or the end of it) to take? */
+bool za_nbd_rx_ready(struct za_nbd_rx *rx);
+/*
+ * Loop thread: stop and join the thread (it shuts the socket's receive
+ * side down to wake it), and free everything. The socket stays open.
+ */
+void za_nbd_rx_stop(struct za_nbd_rx *rx);
+#endif /* ZA_NBD_RX_H */

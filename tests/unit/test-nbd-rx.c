@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test-nbd-rx.c - the NBD receive thread (src/nbd-rx.c) on a socketpair:
+ * a stream written in random pieces comes out whole and in order whatever
+ * mix of small reads and large direct ("target") reads takes it, with a
+ * ring smaller than one read or larger than many; the end of input and an
+ * error reach the reader after the bytes before them; stopping a thread
+ * that waits for input, or that holds a half-filled target, returns.
+ */
+#include <check.h>
+
+#include "tap.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "nbd-rx.h"
+
+struct rig {
+	struct za_io *io;
+	struct za_nbd_rx *rx;
+	int fd[2]; /* [0] the server's end, [1] the client's */
+	bool woken;
+	unsigned wakes;
+};
+
+static void wake(void *arg)
+{
+	struct rig *g = arg;
+
+	g->woken = true;
+	g->wakes++;
+}
+
+static void nonblock(int fd)
+{
+	ck_assert_int_eq(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK),
+			 0);
+}
+
+static void rig_start(struct rig *g, size_t ring, int sndbuf)
+{
+	memset(g, 0, sizeof(*g));
+	ck_assert_int_eq(za_io_new(NULL, &g->io), 0);
+	ck_assert_int_eq(
+		socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g->fd), 0);
+	nonblock(g->fd[0]);
+	nonblock(g->fd[1]);
+	if (sndbuf)
+		setsockopt(g->fd[1], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			   sizeof(sndbuf));
+	ck_assert_int_eq(za_nbd_rx_start(za_io_loop(g->io), g->fd[0], ring,
+					 wake, g, &g->rx),
+			 0);
+}
+
+static void rig_stop(struct rig *g)
+{
+	za_nbd_rx_stop(g->rx);
+	if (g->fd[1] >= 0)
+		close(g->fd[1]);
+	close(g->fd[0]);
+	za_io_free(g->io);
+}
+
+/* Wait (at most @ms) for the thread to say something. */
+static void rig_wait(struct rig *g, unsigned ms)
+{
+	g->woken = false;
+	za_io_run_until(g->io, &g->woken, (uint64_t)ms * 1000000ull);
+}
+
+static uint8_t stream_byte(uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13 ^ i >> 7);
+}
+
+/* @n bytes at stream offset @off are what was sent there. */
+static void check_bytes(const uint8_t *p, size_t n, uint64_t off)
+{
+	size_t j;
+
+	for (j = 0; j < n; j++)
+		if (p[j] != stream_byte(off + j))
+			break;
+	ck_assert_msg(j == n, "byte %llu of the stream differs",
+		      (unsigned long long)(off + j));
+}
+
+/*
+ * Loop: ring size x client socket buffer. The client sends @total bytes
+ * in random pieces (never blocking); the reader takes them with random
+ * reads: small ones (<= 64 KiB, not direct) and large direct ones into a
+ * fresh buffer each, as nbd.c does for headers and payloads.
+ */
+static const struct {
+	size_t ring;
+	int sndbuf;
+} shapes[] = {
+	{ 4096, 8192 },	 { 64u << 10, 0 },  { 256u << 10, 16384 },
+	{ 2u << 20, 0 }, { 100000, 50000 },
+};
+
+START_TEST(test_stream_in_order)
+{
+	const size_t total = 16u << 20;
+	struct rig g;
+	uint8_t *src = malloc(1u << 20);
+	uint64_t sent = 0, got = 0;
+	unsigned seed = 1234 + (unsigned)_i, waits = 0;
+
+	ck_assert_ptr_nonnull(src);
+	rig_start(&g, shapes[_i].ring, shapes[_i].sndbuf);
+	while (got < total) {
+		/* Send a random piece, as much as the socket takes. */
+		if (sent < total) {
+			size_t k = 1 + (size_t)rand_r(&seed) % (300u << 10);
+			ssize_t n;
+
+			if (k > total - sent)
+				k = total - sent;
+			for (size_t j = 0; j < k; j++)
+				src[j] = stream_byte(sent + j);
+			n = send(g.fd[1], src, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0)
+				sent += (size_t)n;
+			else
+				ck_assert(n < 0 && errno == EAGAIN);
+			if (sent == total) {
+				close(g.fd[1]);
+				g.fd[1] = -1;
+			}
+		}
+		/* One read: a payload (direct) or a header-sized gulp. */
+		{
+			bool direct = rand_r(&seed) % 2;
+			size_t len = direct ? 1 + (size_t)rand_r(&seed) %
+							      (512u << 10) :
+					      1 + (size_t)rand_r(&seed) %
+							      (64u << 10);
+			uint8_t *dst = malloc(len);
+			size_t have = 0;
+
+			ck_assert_ptr_nonnull(dst);
+			if (len > total - got)
+				len = total - got;
+			while (have < len) {
+				ssize_t n = za_nbd_rx_recv(g.rx, dst + have,
+							   len - have, direct);
+
+				if (n > 0) {
+					check_bytes(dst + have, (size_t)n,
+						    got + have);
+					have += (size_t)n;
+					continue;
+				}
+				ck_assert_int_eq(n, -EAGAIN);
+				if (sent < total)
+					break; /* send more first */
+				rig_wait(&g, 100);
+				ck_assert_uint_lt(++waits, 100000);
+			}
+			/* A target lent must be finished before it is freed:
+			 * nbd.c keeps reading the same payload. */
+			while (have < len && direct) {
+				ssize_t n = za_nbd_rx_recv(g.rx, dst + have,
+							   len - have, true);
+
+				if (n > 0) {
+					check_bytes(dst + have, (size_t)n,
+						    got + have);
+					have += (size_t)n;
+					continue;
+				}
+				ck_assert_int_eq(n, -EAGAIN);
+				if (sent < total) {
+					size_t k = total - sent < (64u << 10) ?
+							   total - sent :
+							   (64u << 10);
+					ssize_t m;
+
+					for (size_t j = 0; j < k; j++)
+						src[j] = stream_byte(sent + j);
+					m = send(g.fd[1], src, k,
+						 MSG_NOSIGNAL | MSG_DONTWAIT);
+					if (m > 0)
+						sent += (size_t)m;
+					if (sent == total && g.fd[1] >= 0) {
+						close(g.fd[1]);
+						g.fd[1] = -1;
+					}
+				}
+				rig_wait(&g, 10);
+				ck_assert_uint_lt(++waits, 100000);
+			}
+			got += have;
+			free(dst);
+		}
+	}
+	/* Then the end of input, however often asked. */
+	for (int i = 0; i < 2; i++) {
+		uint8_t b;
+		ssize_t n;
+
+		while ((n = za_nbd_rx_recv(g.rx, &b, 1, false)) == -EAGAIN)
+			rig_wait(&g, 100);
+		ck_assert_int_eq(n, 0);
+	}
+	ck_assert(za_nbd_rx_ready(g.rx));
+	ck_assert_uint_gt(g.wakes, 0);
+	rig_stop(&g);
+	free(src);
+}
+END_TEST
+
+/* The bytes before an abrupt end come first, then the end (not an error
+ * for a peer that closed; ECONNRESET where the kernel says so). */
+START_TEST(test_end_after_bytes)
+{
+	struct rig g;
+	uint8_t buf[100], big[70000];
+	ssize_t n;
+
+	rig_start(&g, 4096, 0);
+	memset(big, 0x5a, sizeof(big));
+	ck_assert_int_eq(send(g.fd[1], "hello", 5, MSG_NOSIGNAL), 5);
+	close(g.fd[1]);
+	g.fd[1] = -1;
+	while ((n = za_nbd_rx_recv(g.rx, buf, sizeof(buf), false)) == -EAGAIN)
+		rig_wait(&g, 100);
+	ck_assert_int_eq(n, 5);
+	ck_assert_mem_eq(buf, "hello", 5);
+	/* A direct read at the end: no target is lent, the end comes. */
+	while ((n = za_nbd_rx_recv(g.rx, big, sizeof(big), true)) == -EAGAIN)
+		rig_wait(&g, 100);
+	ck_assert_int_eq(n, 0);
+	rig_stop(&g);
+}
+END_TEST
+
+/* Stop returns whether the thread waits for input, holds a half-filled
+ * target, or waits for room in a full ring. */
+START_TEST(test_stop_anywhere)
+{
+	struct rig g;
+	static uint8_t big[1u << 20];
+	ssize_t n;
+
+	/* Waiting for input. */
+	rig_start(&g, 65536, 0);
+	rig_wait(&g, 10);
+	ck_assert_int_eq(za_nbd_rx_recv(g.rx, big, 10, false), -EAGAIN);
+	rig_stop(&g);
+
+	/* A target lent and partly filled. */
+	rig_start(&g, 65536, 0);
+	ck_assert_int_eq(za_nbd_rx_recv(g.rx, big, sizeof(big), true), -EAGAIN);
+	memset(big, 0, sizeof(big));
+	ck_assert_int_eq(send(g.fd[1], big, 100000, MSG_NOSIGNAL), 100000);
+	for (n = 0; n < 100000;) {
+		ssize_t k =
+			za_nbd_rx_recv(g.rx, big + n, sizeof(big) - n, true);
+
+		if (k > 0)
+			n += k;
+		else
+			rig_wait(&g, 100);
+	}
+	rig_stop(&g);
+
+	/* A full ring, the client blocked behind it. */
+	rig_start(&g, 4096, 0);
+	while (send(g.fd[1], big, sizeof(big), MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+		;
+	rig_wait(&g, 10);
+	ck_assert(za_nbd_rx_ready(g.rx));
+	rig_stop(&g);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("nbd-rx");
+	TCase *tc = tcase_create("nbd-rx");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_stream_in_order, 0,
+			    sizeof(shapes) / sizeof(shapes[0]));
+	tcase_add_test(tc, test_end_after_bytes);
+	tcase_add_test(tc, test_stop_anywhere);
+	suite_add_tcase(s, tc);
+	return trun(s);
+}
