@@ -116,6 +116,7 @@ struct za_nbd_stats {
 	uint64_t errors; /* replies with a nonzero error */
 	uint64_t read_bytes, write_bytes, trim_bytes, zero_bytes; /* done */
 	uint64_t inflight; /* commands between header and reply, now */
+	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
 };
 
 /*

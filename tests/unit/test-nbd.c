@@ -1013,9 +1013,12 @@ START_TEST(test_commands)
 	cl_reply_eq(fd, 3, 0);
 	ck_assert(tb.last_fua);
 
-	/* the whole export in one write: payload read straight in */
+	/* the whole export in one write: payload read straight in, and
+	 * from there on by a receive thread (small ones did not start it) */
+	ck_assert_uint_eq(stats().rx_threads, 0);
 	cl_req(fd, 0, CMD_WRITE, 4, 0, big, pat);
 	cl_reply_eq(fd, 4, 0);
+	ck_assert_uint_eq(stats().rx_threads, 1);
 	ck_assert_mem_eq(tb.data, pat, big);
 	cl_read_check(fd, 5, 0, big);
 
