@@ -71,7 +71,8 @@ static const struct {
 	  "status --json. New NBD\nconnections see the new size; connections "
 	  "already open keep the size they\nwere given until they reconnect.\n" },
 	{ "rebuild",
-	  "zarray rebuild NAME start|pause|resume|status [--rate MB/s]",
+	  "zarray rebuild NAME start|pause|resume|status [--rate MB/s] "
+	  "[--json]",
 	  "Control the rebuild of lost redundancy. --rate limits it (MB/s, "
 	  "10^6\nbytes; 0: no limit) and applies to start and resume.\n" },
 	{ "scrub", "zarray scrub NAME start|stop|status [--rate MB/s] [--json]",
@@ -84,7 +85,7 @@ static const struct {
 	  "Follow the array's background jobs until they end: a progress bar "
 	  "on a\nterminal, a line per percent otherwise, JSON lines with "
 	  "--json.\n" },
-	{ "export", "zarray export NAME [--tcp [HOST:]PORT]",
+	{ "export", "zarray export NAME [--tcp [HOST:]PORT] [--json]",
 	  "Print the array's NBD URI (nbd+unix://). --tcp: also export it on "
 	  "TCP\n(HOST 127.0.0.1 unless given; PORT 0: any free port), "
 	  "remembered across\nrestarts, and print that URI (nbd://).\n" },
@@ -848,19 +849,25 @@ int za_cmd_grow(struct za_cli *cli, int argc, char **argv)
 
 int za_cmd_export(struct za_cli *cli, int argc, char **argv)
 {
-	enum { O_TCP = 256 };
+	enum { O_TCP = 256, O_JSON };
 	static const struct option opts[] = {
 		{ "tcp", required_argument, NULL, O_TCP },
+		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	Zarray__Request req = ZARRAY__REQUEST__INIT;
 	Zarray__Export m = ZARRAY__EXPORT__INIT;
+	bool json = cli->json;
 	Zarray__Response *r;
 	int c, rc;
 
 	optind = 0; /* re-initialise: main parsed with "+" */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == O_JSON) {
+			json = true;
+			continue;
+		}
 		if (c != O_TCP)
 			return za_cli_opt_end("export", c);
 		if (!tcp_ok("export", optarg))
@@ -886,7 +893,7 @@ int za_cmd_export(struct za_cli *cli, int argc, char **argv)
 		za_rpc_response_free(r);
 		return ZA_EXIT_FAIL;
 	}
-	if (cli->json) {
+	if (json) {
 		printf("{\"name\":");
 		za_json_str(stdout, m.name);
 		printf(",\"export\":{\"uri\":");

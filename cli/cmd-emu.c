@@ -193,18 +193,27 @@ static int emu_create(struct za_cli *cli, int argc, char **argv)
 
 static int emu_powercut(struct za_cli *cli, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct za_io *io;
-	int i, failed = 0, ret;
+	int i, c, failed = 0, ret;
 
 	(void)cli;
-	if (argc < 2) {
+	optind = 0; /* re-initialise: main parsed with "+" */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		emu_help(c == 'h' ? stdout : stderr);
+		return c == 'h' ? ZA_EXIT_OK : ZA_EXIT_USAGE;
+	}
+	if (optind >= argc) {
 		za_usage_error("emu powercut", "at least one PATH expected");
 		return ZA_EXIT_USAGE;
 	}
 	ret = za_io_new(NULL, &io);
 	if (ret < 0)
 		return ZA_EXIT_FAIL;
-	for (i = 1; i < argc; i++) {
+	for (i = optind; i < argc; i++) {
 		struct za_dev *dev;
 
 		if (!za_dev_emu_probe(argv[i])) {
@@ -238,10 +247,21 @@ int za_cmd_emu(struct za_cli *cli, int argc, char **argv)
 		emu_help(argc < 2 ? stderr : stdout);
 		return argc < 2 ? ZA_EXIT_USAGE : ZA_EXIT_OK;
 	}
-	if (!strcmp(argv[1], "create"))
+	if (argv[1][0] == '-') {
+		fprintf(stderr, "zarray emu: unrecognized option '%s'\n",
+			argv[1]);
+		emu_help(stderr);
+		return ZA_EXIT_USAGE;
+	}
+	/* argv[1] becomes the subcommand's argv[0]: getopt's prefix. */
+	if (!strcmp(argv[1], "create")) {
+		argv[1] = (char *)"zarray emu create";
 		return emu_create(cli, argc - 1, argv + 1);
-	if (!strcmp(argv[1], "powercut"))
+	}
+	if (!strcmp(argv[1], "powercut")) {
+		argv[1] = (char *)"zarray emu powercut";
 		return emu_powercut(cli, argc - 1, argv + 1);
+	}
 	za_usage_error("emu", "unknown subcommand '%s'", argv[1]);
 	return ZA_EXIT_USAGE;
 }

@@ -117,8 +117,14 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (!strcmp(argv[optind], commands[i].name)) {
+			static char prog[32];
 			int sub_argc = argc - optind;
 			char **sub_argv = argv + optind;
+
+			/* getopt's own messages: "zarray CMD: ...". */
+			snprintf(prog, sizeof(prog), "zarray %s",
+				 commands[i].name);
+			sub_argv[0] = prog;
 
 			/*
 			 * 0, not 1: glibc then starts afresh, forgetting the

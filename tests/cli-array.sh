@@ -8,9 +8,11 @@
 # drives no longer assemble); commands arriving while another runs wait
 # their turn (ping excepted). Bad input that needs the array layer: a
 # drive already in use or in another array, a file that is not a drive,
-# a bad chunk size, a duplicate name. The commands this version cannot
-# do yet (add, remove, replace, rebuild/scrub actions) must fail with
-# "not supported", never pretend; export prints the create's NBD URI.
+# a bad chunk size, a duplicate name; refusals of add, remove, replace,
+# rebuild and scrub (their happy paths are in other scripts); export
+# prints the NBD URI that create printed (--json too). Every command
+# that changes an array is logged by zarrayd with the uid and the pid of
+# the zarray process that sent it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 need python3
@@ -20,11 +22,23 @@ cd "$SCRATCH"
 echo "not a drive" >plain
 start_daemon
 
-rc=0
-"$ZARRAY" create t --data 2 --parity 1 d0.img d1.img d2.img >out 2>err || rc=$?
-[ "$rc" -eq 0 ] || fail "create: exit $rc: $(cat err)"
+# logged WHAT CMD...: run CMD (it must succeed, stderr in ./err); then
+# zarrayd's log must have "WHAT (uid UID pid PID)", PID being the zarray
+# process that ran. WHAT is an extended regular expression.
+logged() {
+	local what=$1 pid rc=0
+	shift
+	"$@" 2>err &
+	pid=$!
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 0 ] || fail "$*: exit $rc: $(cat err)"
+	grep -Eq "^zarrayd: $what \(uid $(id -u) pid $pid\)\$" "$DLOG" ||
+		fail "not logged with uid $(id -u) and pid $pid: '$what': $(tail -n 5 "$DLOG")"
+}
+
+logged "t: create 2\+1 on 3 devices" "$ZARRAY" create t --data 2 --parity 1 d0.img d1.img d2.img >out
 grep -q "^zarray create: t created, uuid [0-9a-f-]\{36\}" err || fail "create said: $(cat err)"
-[ ! -s out ] || grep -q "^nbd+unix:///t?socket=" out || fail "create printed: $(cat out)"
+[ "$(cat out)" = "nbd+unix:///t?socket=$RUN/t.nbd" ] || fail "create printed: $(cat out)"
 rec="$STATE/arrays/t.conf"
 [ -f "$rec" ] || fail "no state record"
 grep -qx "name t" "$rec" && grep -qx "member $SCRATCH/d2.img" "$rec" &&
@@ -98,11 +112,16 @@ expect_fail 1 "replace: NEW not a drive" "$ZARRAY" replace t d2.img plain
 expect_fail 1 "rebuild pause: none running" "$ZARRAY" rebuild t pause
 expect_fail 1 "rebuild resume: not paused" "$ZARRAY" rebuild t resume
 expect_fail 1 "scrub stop: none running" "$ZARRAY" scrub t stop
-"$ZARRAY" rebuild t start 2>err || fail "rebuild start: $(cat err)"
-"$ZARRAY" scrub t start 2>err || fail "scrub start: $(cat err)"
+logged "t: rebuild start" "$ZARRAY" rebuild t start
+logged "t: scrub start" "$ZARRAY" scrub t start
 "$ZARRAY" watch t >out 2>&1 || fail "watch after scrub start: $(cat out)"
 pass "add, remove, replace, rebuild and scrub refusals; rebuild and scrub start"
 [ "$("$ZARRAY" export t)" = "nbd+unix:///t?socket=$RUN/t.nbd" ] || fail "export: $("$ZARRAY" export t)"
+for a in "export t --json" "--json export t"; do
+	[ "$("$ZARRAY" $a)" = "{\"name\":\"t\",\"export\":{\"uri\":\"nbd+unix:///t?socket=$RUN/t.nbd\"}}" ] ||
+		fail "$a: $("$ZARRAY" $a 2>&1)"
+done
+pass "export prints the URI create printed, also as JSON"
 
 expect_fail 1 "create: name taken" "$ZARRAY" create t --data 2 --parity 1 d3.img d4.img plain
 grep -q "an array named 't' is running" err || fail "message: $(cat err)"
@@ -113,12 +132,12 @@ expect_fail 1 "create: bad chunk" "$ZARRAY" create u --data 1 --parity 1 --chunk
 grep -q "chunk" err || fail "message: $(cat err)"
 [ ! -e "$STATE/arrays/u.conf" ] || fail "a refused create left a record"
 
-"$ZARRAY" stop t 2>err || fail "stop: $(cat err)"
+logged "t: stop" "$ZARRAY" stop t
 [ ! -e "$rec" ] || fail "record kept after stop"
 expect_fail 1 "status after stop" "$ZARRAY" status t
 expect_fail 1 "create over a stopped array's drives" "$ZARRAY" create u --data 2 --parity 1 d0.img d1.img d2.img
 grep -q "belongs to array 't'" err || fail "message: $(cat err)"
-"$ZARRAY" assemble t d2.img d0.img d1.img 2>err || fail "assemble: $(cat err)"
+logged "t: assemble from 3 devices" "$ZARRAY" assemble t d2.img d0.img d1.img >/dev/null
 grep -q "t started, healthy, 2+1, 3 members" err || fail "assemble said: $(cat err)"
 [ -f "$rec" ] || fail "assemble did not record the array"
 pass "stop forgets the array, assemble (any order) brings it back"
@@ -131,7 +150,7 @@ start_daemon
 grep -q "t: assembled from 3 recorded devices" "$DLOG" || fail "start-up assembly not logged"
 pass "restart: the recorded array is assembled again"
 
-"$ZARRAY" fail t d1.img 2>err || fail "fail: $(cat err)"
+logged "t: fail $SCRATCH/d1.img" "$ZARRAY" fail t d1.img
 rc=0; "$ZARRAY" status --test t >/dev/null || rc=$?
 [ "$rc" -eq 1 ] || fail "status --test degraded: exit $rc"
 "$ZARRAY" status t --json | check_json degraded 1 || fail "degraded --json"
@@ -173,7 +192,7 @@ grep -q "^slow " list.out || fail "list ran before the create ended: $(cat list.
 "$ZARRAY" stop slow 2>/dev/null || fail "stop slow"
 pass "during a slow create: ping answered at once, list waited and saw it"
 
-"$ZARRAY" destroy t 2>err || fail "destroy: $(cat err)"
+logged "t: destroy" "$ZARRAY" destroy t
 [ ! -e "$rec" ] || fail "record kept after destroy"
 expect_fail 1 "status after destroy" "$ZARRAY" status t
 expect_fail 1 "assemble after destroy" "$ZARRAY" assemble t d0.img d1.img d2.img
@@ -181,3 +200,4 @@ expect_fail 1 "assemble after destroy" "$ZARRAY" assemble t d0.img d1.img d2.img
 	fail "create over destroyed drives: $(cat err)"
 "$ZARRAY" destroy u 2>/dev/null || fail "destroy u"
 pass "destroy: drives free again, nothing recorded"
+pass "create, rebuild start, scrub start, stop, assemble, fail, destroy: each logged with the uid and pid of its zarray process"

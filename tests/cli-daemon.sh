@@ -52,7 +52,26 @@ u "shutdown with an argument" "$ZARRAY" shutdown now
 u "unknown global option" "$ZARRAY" --frob list
 "$ZARRAY" create --help | grep -q "^Usage: zarray create NAME --data K" || fail "create --help"
 "$ZARRAY" --help | grep -q "rebuild" || fail "zarray --help lists rebuild"
-pass "--help works"
+# Every command `zarray --help` lists (and emu's two): --help is its usage
+# on stdout, exit 0; an unknown option is "zarray CMD: unrecognized
+# option" and the usage on stderr, nothing on stdout, exit 2.
+cmds=$("$ZARRAY" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }')
+[ "$(wc -w <<<"$cmds")" -ge 18 ] || fail "zarray --help lists only: $cmds"
+for c in $cmds "emu create" "emu powercut"; do
+	rc=0
+	$ZARRAY $c --help >"$SCRATCH/out" 2>"$SCRATCH/err" || rc=$?
+	[ "$rc" -eq 0 ] || fail "$c --help: exit $rc: $(cat "$SCRATCH/err")"
+	grep -q "^Usage: zarray ${c%% *}\( \|$\)" "$SCRATCH/out" || fail "$c --help: $(cat "$SCRATCH/out")"
+	[ ! -s "$SCRATCH/err" ] || fail "$c --help wrote to stderr: $(cat "$SCRATCH/err")"
+	rc=0
+	$ZARRAY $c --frobnicate x >"$SCRATCH/out" 2>"$SCRATCH/err" || rc=$?
+	[ "$rc" -eq 2 ] || fail "$c --frobnicate: exit $rc, want 2: $(cat "$SCRATCH/err")"
+	[ "$(head -n 1 "$SCRATCH/err")" = "zarray $c: unrecognized option '--frobnicate'" ] ||
+		fail "$c --frobnicate said: $(cat "$SCRATCH/err")"
+	grep -q "^Usage: zarray ${c%% *}" "$SCRATCH/err" || fail "$c --frobnicate: no usage: $(cat "$SCRATCH/err")"
+	[ ! -s "$SCRATCH/out" ] || fail "$c --frobnicate wrote to stdout: $(cat "$SCRATCH/out")"
+done
+pass "--help works (exit 0, stdout) and unknown options are refused (exit 2, usage on stderr) for: $(echo $cmds) and emu create, emu powercut"
 
 # ---- no daemon ----
 nd() {
