@@ -184,6 +184,7 @@ int main(int argc, char **argv)
 	int c, ret, ready_fd = -1, verbose = 0;
 
 	za_log_set_ident("zarrayd");
+	argv[0] = (char *)"zarrayd"; /* getopt's messages: "zarrayd: ..." */
 	while ((c = getopt_long(argc, argv, "s:fvVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':

@@ -83,7 +83,14 @@ pass "background mode: ready on return, shut down cleanly"
 expect_fail 2 "zarrayd unknown option" "$ZARRAYD" --frobnicate
 expect_fail 2 "zarrayd extra argument" "$ZARRAYD" -f extra
 expect_fail 2 "zarrayd option without its value" "$ZARRAYD" -s
-"$ZARRAYD" --help | grep -q "Usage: zarrayd" || fail "zarrayd --help"
+grep -q "^zarrayd: option requires an argument -- 's'" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+"$ZARRAYD" --help >"$SCRATCH/help" || fail "zarrayd --help: exit $?"
+grep -q "^Usage: zarrayd \[-s SOCKET\] \[--run-dir DIR\] \[--state-dir DIR\] \[-f\] \[-v\]" "$SCRATCH/help" &&
+	grep -q -- "--socket PATH .*(default /run/zarray/zarrayd.sock)" "$SCRATCH/help" &&
+	grep -q -- "--run-dir DIR .*(default /run/zarray)" "$SCRATCH/help" &&
+	grep -q -- "--state-dir DIR .*(default /var/lib/zarray)" "$SCRATCH/help" ||
+	fail "zarrayd --help: $(cat "$SCRATCH/help")"
+pass "zarrayd --help: the options and their defaults"
 touch "$SCRATCH/file"
 expect_fail 1 "run directory under a file" \
 	"$ZARRAYD" -f -s "$SCRATCH/file/x.sock" --run-dir "$SCRATCH/file/run" --state-dir "$STATE"
