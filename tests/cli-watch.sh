@@ -13,6 +13,9 @@
 #    with done_bytes == total_bytes;
 #  - status --json during the run: jobs[] has kind scrub, state running,
 #    and integer done_bytes, total_bytes, rate_bps, eta_s.
+# Then, on the same array: destroy without --force refuses it because it
+# holds data (exit 1, one line, the array still there); with --force it
+# goes, and its drives take a new array.
 # Skips (77) only if nbdcopy or script is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -115,3 +118,12 @@ j = docs[-1]["jobs"][0]
 assert j["state"] == "done" and j["done_bytes"] == j["total_bytes"] > 0, j
 EOF
 pass "--json: $(wc -l <watch.json) objects, the last final and done"
+
+expect_fail 1 "destroy of an array that holds data" "$ZARRAY" destroy t
+grep -q "t holds .* of data; use --force" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+[ "$(wc -l <"$SCRATCH/err")" -eq 1 ] || fail "more than one line: $(cat "$SCRATCH/err")"
+"$ZARRAY" status --test t >/dev/null || fail "the refused destroy touched the array"
+"$ZARRAY" destroy --force t 2>err || fail "destroy --force: $(cat err)"
+expect_fail 1 "status after destroy --force" "$ZARRAY" status t
+"$ZARRAY" create u --data 4 --parity 2 d*.img >/dev/null 2>err || fail "create over destroyed drives: $(cat err)"
+pass "destroy refuses an array with data; --force destroys it"
