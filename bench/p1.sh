@@ -18,6 +18,15 @@
 # zarray's garbage collection runs in the later rounds, as it would in a
 # full array. It does not tune anything, assert a target or keep the
 # drives.
+#
+# Beside the rates it records what each run cost in CPU: the server's
+# (its /proc/PID/stat), the client's (fio's own usr+sys) and how busy the
+# machine was, per GiB written. bench/za-write-floor measures, in the same
+# run, the CPU per GiB that a k+p array on memory-backed drives cannot
+# avoid (receive, parity, CRCs, the copy to the drives); with the
+# client's cost that gives a ceiling for sequential writes on this machine
+# - every core busy, nothing spent beyond the floor - and its ratio to
+# nbdkit memory's rate (docs/design.md 8.6).
 # Usage: bench/p1.sh [-b BUILDDIR] [--quick] [--out FILE.json]
 set -euo pipefail
 
@@ -37,7 +46,8 @@ done
 out=${out:-$build/bench-p1.json}
 zarray=$build/cli/zarray
 zarrayd=$build/src/zarrayd
-for b in "$zarray" "$zarrayd"; do
+floor=$build/bench/za-write-floor
+for b in "$zarray" "$zarrayd" "$floor"; do
 	[ -x "$b" ] || { echo "bench/p1.sh: missing $b: build first" >&2; exit 1; }
 done
 for c in fio nbdkit nbdinfo python3; do
@@ -110,6 +120,7 @@ pids+=($!)
 truncate -s "$size" "$work/peer.img"
 nbdkit -f -U "$work/file.sock" file "$work/peer.img" >"$work/nbdkit-file.log" 2>&1 &
 pids+=($!)
+declare -A spid=([zarray]=${pids[0]} [mem]=${pids[1]} [file]=${pids[2]})
 declare -A uris=([zarray]=$uri_za [mem]="nbd+unix:///?socket=$work/mem.sock"
 	[file]="nbd+unix:///?socket=$work/file.sock")
 wait_for nbdinfo --size "${uris[mem]}" || { echo "nbdkit memory did not start" >&2; exit 1; }
@@ -120,16 +131,29 @@ rand_args=(--rw=randwrite --bs=4k --size="$rand_region" --offset="$rand_off"
 	--iodepth=32 --runtime="$rand_s" --time_based --randrepeat=1)
 common=(--ioengine=nbd --end_fsync=1 --output-format=json)
 
-# fio_run NAME URI ARGS...: one fio job; its JSON in $work/NAME.json.
+# cpu_snap PID: the server's CPU ticks (utime + stime, its threads
+# included), then the machine's busy and total ticks.
+cpu_snap() {
+	local st
+	st=$(cat "/proc/$1/stat") || return 1
+	st=${st##*) }
+	echo "$st" | awk '{print $12 + $13}'
+	awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat
+}
+
+# fio_run NAME URI PID ARGS...: one fio job against the server PID; its
+# JSON in $work/NAME.json, the CPU snapshots around it in $work/NAME.cpu.
 fio_run() {
-	local name=$1 uri=$2
-	shift 2
+	local name=$1 uri=$2 pid=$3
+	shift 3
+	cpu_snap "$pid" >"$work/$name.cpu"
 	if ! timeout 300 fio --name="$name" "${common[@]}" --uri="$uri" "$@" \
 		--output="$work/$name.json" >"$work/$name.out" 2>&1; then
 		echo "bench/p1.sh: fio $name failed:" >&2
 		tail -n 20 "$work/$name.out" "$work/$name.json" >&2 || true
 		exit 1
 	fi
+	cpu_snap "$pid" >>"$work/$name.cpu"
 }
 
 for r in $(seq "$rounds"); do
@@ -138,19 +162,24 @@ for r in $(seq "$rounds"); do
 			uri=${uris[$s]}
 			echo "== P1: round $r/$rounds, $w writes, $s" >&2
 			if [ $w = seq ]; then
-				fio_run "$w-$s-$r" "$uri" "${seq_args[@]}"
+				fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${seq_args[@]}"
 			else
-				fio_run "$w-$s-$r" "$uri" "${rand_args[@]}"
+				fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${rand_args[@]}"
 			fi
 		done
 	done
 done
 kill -0 "${pids[0]}" 2>/dev/null || { echo "zarrayd died: $(tail -n 5 "$work/daemon.log")" >&2; exit 1; }
+echo "== P1: the CPU floor of a 10+2 write (bench/za-write-floor)" >&2
+"$floor" -k 10 -p 2 --gib "$([ $quick = 1 ] && echo 1 || echo 4)" --dir "$dir" --json >"$work/floor.json"
 
 python3 - "$work" "$out" "$rounds" "$size" "$seq" "$rand_s" "$dir" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 work, out, rounds, size, seq, rand_s, tmp = sys.argv[1:8]
 rounds = int(rounds)
+tck = os.sysconf("SC_CLK_TCK")
+ncpu = os.cpu_count()
+GIB = float(1 << 30)
 
 def job(name):
     t = open("%s/%s.json" % (work, name)).read()
@@ -158,8 +187,15 @@ def job(name):
     if j["error"]:
         sys.exit("fio %s: error %d" % (name, j["error"]))
     w = j["write"]
+    # Server ticks, machine busy and total ticks, before and after.
+    c = [float(x) for x in open("%s/%s.cpu" % (work, name)).read().split()]
+    gib = w["io_bytes"] / GIB
+    client_s = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1e3
     return {"bytes_per_s": w["bw_bytes"], "iops": w["iops"],
-            "p99_us": w["clat_ns"]["percentile"].get("99.000000", 0) / 1e3}
+            "p99_us": w["clat_ns"]["percentile"].get("99.000000", 0) / 1e3,
+            "server_cpu_s_per_gib": (c[3] - c[0]) / tck / gib,
+            "client_cpu_s_per_gib": client_s / gib,
+            "machine_busy": (c[4] - c[1]) / max(1.0, c[5] - c[2])}
 
 servers = {"zarray": "zarrayd export, 10+2 on 12 preallocated emulated "
                      "drives of 1 GiB in " + tmp,
@@ -167,7 +203,7 @@ servers = {"zarray": "zarrayd export, 10+2 on 12 preallocated emulated "
            "nbdkit_file": "nbdkit file on " + tmp}
 short = {"zarray": "zarray", "nbdkit_memory": "mem", "nbdkit_file": "file"}
 res = {"drives": 12, "k": 10, "p": 2, "volume_bytes": int(size),
-       "rounds": rounds, "servers": servers,
+       "rounds": rounds, "servers": servers, "cpus": ncpu,
        "client": "fio --ioengine=nbd --end_fsync=1, one job, one connection",
        "workloads": {}}
 for w, desc in (("seq", "sequential 1 MiB writes, %s per run, iodepth 8" % seq),
@@ -178,9 +214,25 @@ for w, desc in (("seq", "sequential 1 MiB writes, %s per run, iodepth 8" % seq),
         bw = [x["bytes_per_s"] for x in samples]
         d[s] = {"bytes_per_s": statistics.median(bw), "samples_bytes_per_s": bw,
                 "p99_us": statistics.median(x["p99_us"] for x in samples)}
+        for k in ("server_cpu_s_per_gib", "client_cpu_s_per_gib", "machine_busy"):
+            d[s][k] = statistics.median(x[k] for x in samples)
     d["ratio_to_memory"] = d["zarray"]["bytes_per_s"] / d["nbdkit_memory"]["bytes_per_s"]
     d["ratio_to_file"] = d["zarray"]["bytes_per_s"] / d["nbdkit_file"]["bytes_per_s"]
     res["workloads"][w] = d
+
+# The ceiling for sequential writes on this machine: every CPU busy, the
+# server spending only the floor, the client what it spent at its
+# cheapest in any server's run.
+fl = json.load(open("%s/floor.json" % work))
+sq = res["workloads"]["seq"]
+client = min(sq[s]["client_cpu_s_per_gib"] for s in servers)
+ceil_bps = ncpu * GIB / (fl["floor_s_per_gib"] + client)
+res["seq_ceiling"] = {
+    "floor": fl, "client_cpu_s_per_gib": client,
+    "bytes_per_s": ceil_bps,
+    "ratio_to_memory": ceil_bps / sq["nbdkit_memory"]["bytes_per_s"],
+    "what": "%d CPUs / (floor + client CPU per GiB): the most any 10+2 server "
+            "on these drives could write here" % ncpu}
 with open(out, "w") as f:
     json.dump(res, f, indent=1)
 for w, d in res["workloads"].items():
@@ -188,4 +240,14 @@ for w, d in res["workloads"].items():
           "  ratio %.3f" % (w, d["zarray"]["bytes_per_s"] / 1e6,
                             d["nbdkit_memory"]["bytes_per_s"] / 1e6,
                             d["nbdkit_file"]["bytes_per_s"] / 1e6, d["ratio_to_memory"]))
+    print("   %-4s CPU s/GiB (server, client, machine busy): zarray %.2f %.2f %.2f  "
+          "memory %.2f %.2f %.2f  file %.2f %.2f %.2f" % ((w,) + tuple(
+              d[s][k] for s in servers for k in ("server_cpu_s_per_gib",
+                                                  "client_cpu_s_per_gib", "machine_busy"))))
+c = res["seq_ceiling"]
+print("P1 seq  floor %.3f CPU s/GiB (recv %.3f crc %.3f encode %.3f copy %.3f), client %.3f:"
+      " ceiling %.1f MB/s = %.3f x nbdkit memory" % (
+          fl["floor_s_per_gib"], fl["recv_s_per_gib"], fl["crc_s_per_gib"],
+          fl["encode_s_per_gib"], fl["copy_s_per_gib"], client, ceil_bps / 1e6,
+          c["ratio_to_memory"]))
 PY
