@@ -129,6 +129,13 @@ static uint64_t x_size(void *be)
 	return za_volume_size(x->vol);
 }
 
+static bool x_write_copies(void *be)
+{
+	struct za_export *x = be;
+
+	return za_volume_write_copies(x->vol);
+}
+
 static const struct za_nbd_backend_ops x_ops = {
 	.read = x_read,
 	.write = x_write,
@@ -136,6 +143,7 @@ static const struct za_nbd_backend_ops x_ops = {
 	.trim = x_trim,
 	.write_zeroes = x_write_zeroes,
 	.size = x_size,
+	.write_copies = x_write_copies,
 };
 
 /* ---- URIs and addresses ---- */

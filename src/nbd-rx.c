@@ -10,14 +10,17 @@
  * thread keeps reading into a ring while the loop works.
  *
  * The stream is cut in two places, in order: the ring, and at most one
- * *target*, a payload buffer the loop lends for the rest of a large
- * payload so that its bytes are not copied twice. When the loop lends
- * one, it first takes everything the ring holds (all older than the
- * target's bytes); from then on the first bytes to arrive are the
- * target's. The thread reads straight into the target while the ring is
- * empty; bytes that a read already under way put in the ring meanwhile
- * are moved into the target by the thread, so the target always holds
- * a prefix of its bytes and the ring only bytes after the target's.
+ * *target*, a payload buffer the loop lends for a large payload so that
+ * its bytes are not copied twice. The loop lends one right after the
+ * payload's header, so whatever the ring holds then is the target's
+ * first bytes: the thread moves them into the target (off the loop's
+ * thread, which has the striping to do) and then reads straight into
+ * it while the ring is empty; bytes that a read already under way put
+ * in the ring meanwhile are moved into the target the same way, so the
+ * target always holds a prefix of its bytes and the ring only bytes
+ * after the target's. Only when the thread sleeps in poll() - the client
+ * sends nothing more - does the loop move the ring's bytes itself
+ * before lending the rest, since nothing would wake the thread for it.
  *
  * Everything shared is under one mutex, the only lock; the thread does
  * its recv() and waits for input (poll()) outside it. It never parses,
@@ -31,7 +34,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <ev.h>
 
@@ -56,26 +61,45 @@ struct za_nbd_rx {
 	size_t cap;
 	uint64_t head, tail;
 	bool stop, end;
+	bool polling; /* the thread waits in poll() for the socket */
+	size_t want; /* ring bytes worth waking the loop for (peek) */
 	int err; /* at the end: 0 (EOF) or the socket's errno */
 	/* The target: t_done bytes arrived at t_ptr, t_taken reported. */
 	uint8_t *t_ptr;
 	size_t t_len, t_done, t_taken;
 };
 
-/* Thread, under lock: ring bytes that belong to the target go there. */
-static void rx_fill_target(struct za_nbd_rx *rx)
+/* Under lock: up to @len bytes from the ring's tail into @dst. */
+static size_t rx_ring_out(struct za_nbd_rx *rx, uint8_t *dst, size_t len)
 {
-	while (rx->t_ptr && rx->t_done < rx->t_len && rx->head != rx->tail) {
+	size_t done = 0;
+
+	while (done < len && rx->head != rx->tail) {
 		size_t off = rx->tail % rx->cap, k = rx->head - rx->tail;
 
 		if (k > rx->cap - off)
 			k = rx->cap - off;
-		if (k > rx->t_len - rx->t_done)
-			k = rx->t_len - rx->t_done;
-		memcpy(rx->t_ptr + rx->t_done, rx->ring + off, k);
-		rx->t_done += k;
+		if (k > len - done)
+			k = len - done;
+		memcpy(dst + done, rx->ring + off, k);
+		done += k;
 		rx->tail += k;
 	}
+	return done;
+}
+
+/* Thread, under lock: ring bytes that belong to the target go there. */
+static void rx_fill_target(struct za_nbd_rx *rx)
+{
+	if (rx->t_ptr)
+		rx->t_done += rx_ring_out(rx, rx->t_ptr + rx->t_done,
+					  rx->t_len - rx->t_done);
+}
+
+/* Under lock: does the target wait for bytes the ring holds? */
+static bool rx_target_in_ring(const struct za_nbd_rx *rx)
+{
+	return rx->t_ptr && rx->t_done < rx->t_len && rx->head != rx->tail;
 }
 
 static void *rx_main(void *arg)
@@ -90,8 +114,14 @@ static void *rx_main(void *arg)
 		ssize_t n;
 		int err;
 
-		if (rx->t_ptr && rx->t_done < rx->t_len &&
-		    rx->head == rx->tail) {
+		if (rx_target_in_ring(rx)) {
+			/* A target lent while the ring held its first bytes:
+			 * they are moved here, off the loop's thread. */
+			rx_fill_target(rx);
+			ev_async_send(rx->loop, &rx->w);
+			continue;
+		}
+		if (rx->t_ptr && rx->t_done < rx->t_len) {
 			dst = rx->t_ptr + rx->t_done;
 			room = rx->t_len - rx->t_done;
 			to_target = true;
@@ -113,13 +143,22 @@ static void *rx_main(void *arg)
 		    (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
 			struct pollfd p = { .fd = rx->fd, .events = POLLIN };
 
+			pthread_mutex_lock(&rx->lock);
+			/* A target lent meanwhile is filled before we sleep;
+			 * once polling is set, the loop fills its own. */
+			if (rx_target_in_ring(rx) || rx->stop)
+				continue;
+			rx->polling = true;
+			pthread_mutex_unlock(&rx->lock);
 			/* za_nbd_rx_stop() shuts the socket down to end it. */
 			poll(&p, 1, -1);
 			pthread_mutex_lock(&rx->lock);
+			rx->polling = false;
 			continue;
 		}
 		pthread_mutex_lock(&rx->lock);
 		if (n <= 0) {
+			rx_fill_target(rx); /* the thread ends here */
 			rx->end = true;
 			rx->err = n < 0 ? err : 0;
 			ev_async_send(rx->loop, &rx->w);
@@ -130,6 +169,9 @@ static void *rx_main(void *arg)
 		} else {
 			rx->head += (size_t)n;
 			rx_fill_target(rx);
+			/* A loop waiting for a whole payload is woken once. */
+			if (!rx->t_ptr && rx->head - rx->tail < rx->want)
+				continue;
 		}
 		ev_async_send(rx->loop, &rx->w);
 	}
@@ -146,6 +188,45 @@ static void rx_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 	rx->wake(rx->arg);
 }
 
+/*
+ * The ring's memory, mapped twice in a row: any @bytes of it starting
+ * anywhere in the first copy are contiguous, so a payload the ring holds
+ * can be handed out in place (za_nbd_rx_peek()) even across the wrap.
+ */
+static int rx_ring_map(size_t bytes, uint8_t **out)
+{
+	uint8_t *base;
+	int fd, ret = 0;
+
+	if (!bytes || bytes % (size_t)sysconf(_SC_PAGESIZE))
+		return -EINVAL;
+	fd = memfd_create("za-nbd-rx", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes)) {
+		ret = -errno;
+		goto out;
+	}
+	base = mmap(NULL, 2 * bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		    0);
+	if (base == MAP_FAILED) {
+		ret = -errno;
+		goto out;
+	}
+	if (mmap(base, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 fd, 0) == MAP_FAILED ||
+	    mmap(base + bytes, bytes, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		ret = -errno;
+		munmap(base, 2 * bytes);
+		goto out;
+	}
+	*out = base;
+out:
+	close(fd); /* the mappings keep the memory */
+	return ret;
+}
+
 int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out)
 {
@@ -156,12 +237,11 @@ int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 
 	if (!rx)
 		return -ENOMEM;
-	rx->ring = malloc(ring_bytes);
-	if (!rx->ring) {
-		ret = -ENOMEM;
+	ret = rx_ring_map(ring_bytes, &rx->ring);
+	if (ret)
 		goto err_free;
-	}
 	rx->cap = ring_bytes;
+	rx->want = 1;
 	rx->loop = loop;
 	rx->fd = fd;
 	rx->wake = wake;
@@ -188,28 +268,17 @@ err_async:
 	ev_async_stop(loop, &rx->w);
 	pthread_cond_destroy(&rx->cond);
 	pthread_mutex_destroy(&rx->lock);
+	munmap(rx->ring, 2 * ring_bytes);
 err_free:
-	free(rx->ring);
 	free(rx);
 	return ret;
 }
 
-/* Under lock: up to @len ring bytes into @dst. */
+/* Under lock: up to @len ring bytes into @dst, for the loop. */
 static size_t rx_take_ring(struct za_nbd_rx *rx, uint8_t *dst, size_t len)
 {
-	size_t done = 0;
+	size_t done = rx_ring_out(rx, dst, len);
 
-	while (done < len && rx->head != rx->tail) {
-		size_t off = rx->tail % rx->cap, k = rx->head - rx->tail;
-
-		if (k > rx->cap - off)
-			k = rx->cap - off;
-		if (k > len - done)
-			k = len - done;
-		memcpy(dst + done, rx->ring + off, k);
-		done += k;
-		rx->tail += k;
-	}
 	if (done)
 		pthread_cond_signal(&rx->cond); /* room in the ring */
 	return done;
@@ -223,9 +292,12 @@ ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len, bool direct)
 	if (!len)
 		return 0;
 	pthread_mutex_lock(&rx->lock);
+	rx->want = 1;
 	if (rx->t_ptr) {
 		/* Only the target's own bytes come before the ring's now. */
 		assert((uint8_t *)dst == rx->t_ptr + rx->t_taken);
+		if (rx->end)
+			rx_fill_target(rx); /* no thread to do it any more */
 		k = rx->t_done - rx->t_taken;
 		rx->t_taken = rx->t_done;
 		if (rx->t_taken == rx->t_len) {
@@ -237,6 +309,17 @@ ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len, bool direct)
 			goto out;
 		}
 	} else {
+		if (direct && len >= RX_DIRECT_MIN && !rx->end &&
+		    !rx->polling) {
+			/* The ring's bytes are the target's first ones: the
+			 * thread, awake, moves them there itself. */
+			rx->t_ptr = dst;
+			rx->t_len = len;
+			rx->t_done = rx->t_taken = 0;
+			pthread_cond_signal(&rx->cond);
+			ret = -EAGAIN;
+			goto out;
+		}
 		k = rx_take_ring(rx, dst, len);
 		if (direct && len - k >= RX_DIRECT_MIN && !rx->end) {
 			/* The ring is empty: the next bytes are the target's. */
@@ -260,13 +343,43 @@ out:
 	return ret;
 }
 
-bool za_nbd_rx_ready(struct za_nbd_rx *rx)
+ssize_t za_nbd_rx_peek(struct za_nbd_rx *rx, size_t len, const void **p)
+{
+	ssize_t ret;
+
+	assert(len && len <= rx->cap);
+	pthread_mutex_lock(&rx->lock);
+	assert(!rx->t_ptr);
+	rx->want = 1;
+	if (rx->head - rx->tail >= len) {
+		*p = rx->ring + rx->tail % rx->cap;
+		ret = (ssize_t)len;
+	} else if (rx->end) {
+		ret = rx->err ? -rx->err : 0;
+	} else {
+		rx->want = len; /* no wake-up before it is all there */
+		ret = -EAGAIN;
+	}
+	pthread_mutex_unlock(&rx->lock);
+	return ret;
+}
+
+void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len)
+{
+	pthread_mutex_lock(&rx->lock);
+	assert(rx->head - rx->tail >= len);
+	rx->tail += len;
+	pthread_cond_signal(&rx->cond); /* room in the ring */
+	pthread_mutex_unlock(&rx->lock);
+}
+
+bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need)
 {
 	bool r;
 
 	pthread_mutex_lock(&rx->lock);
-	r = rx->head != rx->tail || (rx->t_ptr && rx->t_done > rx->t_taken) ||
-	    rx->end;
+	r = rx->head - rx->tail >= need ||
+	    (rx->t_ptr && rx->t_done > rx->t_taken) || rx->end;
 	pthread_mutex_unlock(&rx->lock);
 	return r;
 }
@@ -285,6 +398,6 @@ void za_nbd_rx_stop(struct za_nbd_rx *rx)
 	ev_async_stop(rx->loop, &rx->w);
 	pthread_cond_destroy(&rx->cond);
 	pthread_mutex_destroy(&rx->lock);
-	free(rx->ring);
+	munmap(rx->ring, 2 * rx->cap);
 	free(rx);
 }

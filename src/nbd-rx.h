@@ -7,7 +7,8 @@
  * (Unix sockets: about 200 KiB) keeps sending instead of waiting for the
  * loop to come back to recv() (docs/design.md 8.6). The loop takes the
  * bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
- * may be read by the thread straight into its buffer. The thread touches
+ * may be read by the thread straight into its buffer, and one the ring
+ * holds whole may be used in place (za_nbd_rx_peek()). The thread touches
  * nothing of the connection but the socket's receive side, the ring and
  * a destination the loop handed it; it parses nothing.
  */
@@ -24,7 +25,7 @@ struct za_nbd_rx;
  * Start a receive thread on @fd (a connected stream socket; the caller
  * reads it no more). @wake runs on @loop's thread when input or the end
  * of input arrives; it may call za_nbd_rx_recv(). @ring_bytes is the most
- * the thread reads ahead. Returns 0 or -errno (no thread: the caller goes
+ * the thread reads ahead, a multiple of the page size. Returns 0 or -errno (no thread: the caller goes
  * on reading @fd itself).
  */
 int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
@@ -39,8 +40,22 @@ int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
  */
 ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len,
 		       bool direct);
-/* Loop thread: is there input (or the end of it) to take? */
-bool za_nbd_rx_ready(struct za_nbd_rx *rx);
+/*
+ * Loop thread, with no target lent: the next @len bytes of input (@len at
+ * most the ring's size) in place, contiguous, at *@p: returns @len once
+ * the ring holds them all, -EAGAIN until then (@wake runs when more
+ * comes), 0 if the input ended before, or the socket's -errno. The bytes
+ * stay there, untouched by the thread, until za_nbd_rx_skip().
+ */
+ssize_t za_nbd_rx_peek(struct za_nbd_rx *rx, size_t len, const void **p);
+/* Loop thread: consume @len bytes that za_nbd_rx_peek() showed. */
+void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len);
+/*
+ * Loop thread: is there input to take - @need bytes or more in the ring
+ * (1, or what a za_nbd_rx_peek() waits for), bytes for the target, or
+ * the end of input?
+ */
+bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need);
 /*
  * Loop thread: stop and join the thread (it shuts the socket's receive
  * side down to wake it), and free everything. The socket stays open.

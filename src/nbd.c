@@ -8,10 +8,12 @@
  * payload, discarded payload); large payloads are read straight into the
  * request's buffer. From a connection's first large WRITE on, a receive
  * thread reads the socket ahead of the loop (nbd-rx.c) and the loop takes
- * its input from there, in the same state machine. Every length a client sends is checked before
- * anything is allocated for it: option bodies are capped at
- * ZA_NBD_MAX_OPT_BYTES, export names at ZA_NBD_MAX_NAME_BYTES, payloads at
- * the maximum payload. Refused WRITEs within the payload limit have their
+ * its input from there, in the same state machine; a WRITE payload that
+ * its ring holds whole goes to the backend in place when the backend says
+ * it takes payloads at once (write_copies), else into a request buffer.
+ * Every length a client sends is checked before anything is allocated
+ * for it: option bodies are capped at ZA_NBD_MAX_OPT_BYTES, export names
+ * at ZA_NBD_MAX_NAME_BYTES, payloads at the maximum payload. Refused WRITEs within the payload limit have their
  * payload read and dropped so that the connection stays in step; a WRITE
  * above the limit is a hard disconnect, as the protocol allows.
  *
@@ -117,8 +119,10 @@
 /* ---- limits of this implementation ---- */
 
 #define NBD_IBUF_BYTES (64u << 10)
-/* What a connection's receive thread reads ahead of the loop. */
-#define NBD_RX_RING_BYTES (2u << 20)
+/* What a connection's receive thread reads ahead of the loop; WRITE
+ * payloads up to half of it are used in place from the ring. */
+#define NBD_RX_RING_BYTES (4u << 20)
+#define NBD_RX_RING_PAYLOAD (NBD_RX_RING_BYTES / 2)
 /* The first WRITE this large starts the connection's receive thread. */
 #define NBD_RX_MIN_PAYLOAD (128u << 10)
 /* Options per connection: haggling cannot go on forever. */
@@ -178,6 +182,7 @@ enum rd_state {
 	RD_REQ_HDR,
 	RD_PAYLOAD,
 	RD_DISCARD,
+	RD_RING, /* a WRITE payload, to be used in place in the rx ring */
 	RD_NONE, /* nothing more is read */
 };
 
@@ -284,6 +289,7 @@ struct za_nbd_server {
 };
 
 static void conn_close(struct za_nbd_conn *c);
+static bool conn_ring_ok(const struct za_nbd_conn *c, uint32_t len);
 static void conn_update(struct za_nbd_conn *c);
 static void conn_kick(struct za_nbd_conn *c);
 static void conn_write(struct za_nbd_conn *c);
@@ -1048,6 +1054,10 @@ static void got_req_hdr(struct za_nbd_conn *c)
 	}
 	if (type == ZA_NBD_CMD_WRITE) {
 		c->cur = r;
+		if (!err && len && conn_ring_ok(c, len)) {
+			conn_expect(c, RD_RING, NULL, len);
+			return;
+		}
 		if (!err && len && req_buf(r, len) < 0)
 			err = req_nomem(c, len);
 		if (err || !len) {
@@ -1084,6 +1094,52 @@ err_nomem:
 	conn_close(c);
 }
 
+/*
+ * Can @c's next WRITE payload of @len bytes be used in place in the
+ * receive ring? Only when the thread runs, nothing of it sits in the
+ * input buffer, it fits, and the backend can take payloads that way.
+ */
+static bool conn_ring_ok(const struct za_nbd_conn *c, uint32_t len)
+{
+	return c->rx && c->ipos == c->ilen && len <= NBD_RX_RING_PAYLOAD &&
+	       c->s->ops->write_copies;
+}
+
+/*
+ * The whole payload of the current WRITE is in the ring at @p. If the
+ * backend takes it now, it gets it in place and the ring's bytes are
+ * consumed when write() returns; otherwise (it would hold the buffer:
+ * say, writes stalled on space) the payload is copied into the
+ * request's own buffer first, as on the other paths.
+ */
+static void got_ring_payload(struct za_nbd_conn *c, const void *p)
+{
+	struct za_nbd_server *s = c->s;
+	struct za_nbd_req *r = c->cur;
+	uint32_t len = r->len;
+
+	c->cur = NULL;
+	conn_expect(c, RD_REQ_HDR, c->hdr, NBD_REQ_HDR_BYTES);
+	if (s->ops->write_copies(s->be)) {
+		s->st.rx_in_place++;
+		r->state = REQ_BACKEND;
+		s->ops->write(s->be, r, r->off, len, p,
+			      r->flags & NBD_CMD_FLAG_FUA);
+		/* write() may have closed the connection, and the ring. */
+		if (c->rx)
+			za_nbd_rx_skip(c->rx, len);
+		return;
+	}
+	if (req_buf(r, len) < 0) {
+		za_nbd_rx_skip(c->rx, len);
+		req_reply(r, req_nomem(c, len));
+		return;
+	}
+	memcpy(r->buf, p, len);
+	za_nbd_rx_skip(c->rx, len);
+	req_dispatch(r);
+}
+
 /* A WRITE's payload is in (or was dropped): dispatch it or refuse it. */
 static void got_payload(struct za_nbd_conn *c)
 {
@@ -1117,6 +1173,9 @@ static void conn_got(struct za_nbd_conn *c)
 	case RD_PAYLOAD:
 	case RD_DISCARD:
 		got_payload(c);
+		break;
+	case RD_RING:
+		assert(0 && "a ring payload is taken in place");
 		break;
 	case RD_NONE:
 		assert(0 && "input in RD_NONE");
@@ -1190,8 +1249,16 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		budget--;
-		if (c->rd_dst &&
-		    (c->rx || c->rd_need - c->rd_have >= NBD_IBUF_BYTES)) {
+		if (c->rd == RD_RING) {
+			const void *p;
+
+			n = za_nbd_rx_peek(c->rx, c->rd_need, &p);
+			if (n > 0) {
+				got_ring_payload(c, p);
+				continue;
+			}
+		} else if (c->rd_dst && (c->rx || c->rd_need - c->rd_have >=
+							  NBD_IBUF_BYTES)) {
 			/* A payload: straight into its buffer (the ring
 			 * copies small ones there at no extra cost). */
 			n = conn_recv(c, c->rd_dst + c->rd_have,
@@ -1393,7 +1460,9 @@ static void conn_update(struct za_nbd_conn *c)
 		/* The thread reads the socket; input waiting is run here. */
 		if (ev_is_active(&c->rw))
 			ev_io_stop(loop, &c->rw);
-		if (want_r && (c->ipos < c->ilen || za_nbd_rx_ready(c->rx)))
+		if (want_r &&
+		    (c->ipos < c->ilen ||
+		     za_nbd_rx_ready(c->rx, c->rd == RD_RING ? c->rd_need : 1)))
 			ev_feed_event(loop, &c->rw, EV_READ);
 	} else if (want_r && !ev_is_active(&c->rw)) {
 		ev_io_start(loop, &c->rw);

@@ -72,6 +72,14 @@ struct za_nbd_backend_ops {
 			     uint32_t len, bool fua);
 	/* Export size in bytes; the server rounds it down to 4096. */
 	uint64_t (*size)(void *be);
+	/*
+	 * Optional; sync, loop thread. True if a write() called now takes
+	 * its payload before it returns (copies it, or fails), so that the
+	 * buffer may be reused once write() returns: the server then hands
+	 * a payload over in place, from a connection's receive ring,
+	 * without copying it into a request buffer first.
+	 */
+	bool (*write_copies)(void *be);
 };
 
 struct za_nbd_params {
@@ -117,6 +125,7 @@ struct za_nbd_stats {
 	uint64_t read_bytes, write_bytes, trim_bytes, zero_bytes; /* done */
 	uint64_t inflight; /* commands between header and reply, now */
 	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
+	uint64_t rx_in_place; /* WRITE payloads handed over in the ring */
 };
 
 /*

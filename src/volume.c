@@ -830,6 +830,12 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	write_now(v, r);
 }
 
+bool za_volume_write_copies(const struct za_volume *v)
+{
+	/* As za_volume_write() decides; write_now() copies at once. */
+	return !v->stalled_head && can_write(v);
+}
+
 static void write_now(struct za_volume *v, struct za_vol_req *r)
 {
 	const struct za_stripe_layout *dl = za_engine_layout(v->eng);

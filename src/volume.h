@@ -103,6 +103,12 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		    uint64_t len, void *buf);
 void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		     uint64_t len, const void *buf, bool fua);
+/*
+ * Would a za_volume_write() called now copy its buffer before it returns?
+ * True unless writes are held back (space, a checkpoint's quiet point),
+ * when the volume keeps the buffer until it takes the write.
+ */
+bool za_volume_write_copies(const struct za_volume *v);
 void za_volume_flush(struct za_volume *v, struct za_vol_req *r);
 /* Unmap: reads return zeros. */
 void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,

@@ -240,6 +240,78 @@ static const struct za_nbd_backend_ops tb_ops = {
 	.size = tb_size,
 };
 
+/*
+ * The same backend, saying whether a write now copies its payload
+ * (write_copies): always, or at random. A write told "no" keeps the
+ * buffer it gets and copies from it only when it completes, a loop
+ * iteration later - so a server that handed it a buffer it then reused
+ * (its receive ring) would leave wrong bytes behind.
+ */
+static struct {
+	bool random;
+	unsigned seed;
+	bool said; /* the last answer */
+	unsigned yes, no;
+} tbc;
+
+struct tb_late {
+	struct za_io_defer d;
+	struct za_nbd_req *r;
+	const void *buf;
+	uint64_t off;
+	uint32_t len;
+};
+
+static bool tb_write_copies(void *be)
+{
+	(void)be;
+	tbc.said = !tbc.random || rand_r(&tbc.seed) % 2;
+	if (tbc.said)
+		tbc.yes++;
+	else
+		tbc.no++;
+	return tbc.said;
+}
+
+static void tb_late_done(struct za_io_defer *d)
+{
+	struct tb_late *q = (struct tb_late *)d;
+
+	memcpy(tb.data + q->off, q->buf, q->len);
+	tb.outstanding--;
+	za_nbd_complete(q->r, 0);
+}
+
+static void tb_write_c(void *be, struct za_nbd_req *r, uint64_t off,
+		       uint32_t len, const void *buf, bool fua)
+{
+	struct tb_late *q = za_nbd_req_priv(r);
+
+	(void)be;
+	tb_check(off, len);
+	tb.calls[OP_WRITE]++;
+	tb.last_fua = fua;
+	if (tbc.said) {
+		memcpy(tb.data + off, buf, len);
+		za_nbd_complete(r, 0);
+		return;
+	}
+	*q = (struct tb_late){ .r = r, .buf = buf, .off = off, .len = len };
+	q->d.fn = tb_late_done;
+	tb.outstanding++;
+	za_io_defer(tb.io, &q->d);
+}
+
+static const struct za_nbd_backend_ops tb_ops_copies = {
+	.read = tb_read,
+	.write = tb_write_c,
+	.flush = tb_flush,
+	.trim = tb_trim,
+	.write_zeroes = tb_zero,
+	.size = tb_size,
+	.write_copies = tb_write_copies,
+};
+
 /* Complete held request @i (in hold order) with @err. */
 static void tb_release(unsigned i, int err)
 {
@@ -273,22 +345,30 @@ static void pump_until_held(unsigned n)
 	pump_ms(10);
 }
 
-static void env_start_with(struct za_nbd_params *p)
+static void env_start_ops(struct za_nbd_params *p,
+			  const struct za_nbd_backend_ops *ops, uint64_t size)
 {
 	uint64_t i;
 
 	ck_assert_int_eq(za_io_new(NULL, &io), 0);
 	memset(&tb, 0, sizeof(tb));
 	tb.io = io;
-	tb.size = TB_SIZE;
-	tb.data = malloc(TB_SIZE);
+	tb.size = size;
+	tb.data = malloc(size);
 	ck_assert_ptr_nonnull(tb.data);
-	for (i = 0; i < TB_SIZE; i++)
+	for (i = 0; i < size; i++)
 		tb.data[i] = (uint8_t)(i * 7 + i / BLK);
 	p->export_name = EXPORT;
 	p->description = "test export";
-	p->req_priv_bytes = sizeof(struct tb_req);
-	ck_assert_int_eq(za_nbd_server_new(io, p, &tb_ops, &tb, &srv), 0);
+	p->req_priv_bytes = sizeof(struct tb_req) > sizeof(struct tb_late) ?
+				    sizeof(struct tb_req) :
+				    sizeof(struct tb_late);
+	ck_assert_int_eq(za_nbd_server_new(io, p, ops, &tb, &srv), 0);
+}
+
+static void env_start_with(struct za_nbd_params *p)
+{
+	env_start_ops(p, &tb_ops, TB_SIZE);
 }
 
 static void env_start(void)
@@ -507,7 +587,7 @@ static uint32_t cl_info_go(int fd, uint32_t opt, const char *name,
 static void check_info(const struct info *in)
 {
 	ck_assert(in->got_export);
-	ck_assert_uint_eq(in->size, TB_SIZE);
+	ck_assert_uint_eq(in->size, tb.size);
 	ck_assert_uint_eq(in->tflags, TFLAGS);
 	ck_assert(in->got_block);
 	ck_assert_uint_eq(in->bmin, 4096);
@@ -1666,6 +1746,82 @@ START_TEST(test_several_conns)
 }
 END_TEST
 
+/*
+ * Loop: the backend always takes payloads at once, or at random. After a
+ * first large WRITE starts the receive thread, batches of up to four
+ * WRITEs (4 KiB to 3 MiB, each in its own quarter of a 16 MiB export,
+ * FUA at random) are sent back to back and their replies read: every
+ * byte lands, through the ring in place (up to 2 MiB, when the backend
+ * says it copies), through a request buffer (when it does not), or
+ * straight into one (larger payloads).
+ */
+START_TEST(test_ring_payloads)
+{
+	const uint64_t size = 16u << 20, quarter = size / 4;
+	struct za_nbd_params p = { 0 };
+	uint8_t *mirror = malloc(size), *src = malloc(quarter);
+	unsigned seed = 99, batch, i, writes = 0, small = 0;
+	uint64_t cookie = 1, x = 88172645463325252ull;
+	int fd;
+
+	ck_assert(mirror && src);
+	memset(&tbc, 0, sizeof(tbc));
+	tbc.random = _i == 1;
+	tbc.seed = 5;
+	env_start_ops(&p, &tb_ops_copies, size);
+	memcpy(mirror, tb.data, size);
+	fd = env_connect();
+	for (batch = 0; batch < 60; batch++) {
+		unsigned n = 1 + (batch ? (unsigned)rand_r(&seed) % 4 : 0);
+
+		for (i = 0; i < n; i++) {
+			uint32_t len =
+				batch ? (1 + (uint32_t)rand_r(&seed) % 768) *
+						BLK :
+					1u << 20;
+			uint64_t off = i * quarter +
+				       (uint64_t)rand_r(&seed) %
+					       ((quarter - len) / BLK + 1) *
+					       BLK;
+			uint32_t j;
+
+			for (j = 0; j < len / 8; j++) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				memcpy(src + 8 * j, &x, 8);
+			}
+			memcpy(mirror + off, src, len);
+			cl_req(fd, rand_r(&seed) % 2 ? F_FUA : 0, CMD_WRITE,
+			       cookie + i, off, len, src);
+			writes++;
+			small += batch && len <= (2u << 20);
+		}
+		for (i = 0; i < n; i++) {
+			uint64_t got;
+
+			ck_assert_uint_eq(cl_reply(fd, &got), 0);
+			ck_assert_uint_ge(got, cookie);
+			ck_assert_uint_lt(got, cookie + n);
+		}
+		cookie += n;
+	}
+	ck_assert_mem_eq(tb.data, mirror, size);
+	ck_assert_uint_eq(tb.calls[OP_WRITE], writes);
+	ck_assert_uint_eq(stats().rx_threads, 1);
+	/* Every payload of the ring's size after the first went in place
+	 * when the backend said yes, and only then. */
+	ck_assert_uint_eq(stats().rx_in_place, tbc.yes);
+	ck_assert_uint_eq(tbc.yes + tbc.no, small);
+	if (tbc.random)
+		ck_assert(tbc.yes > 10 && tbc.no > 10);
+	close(fd);
+	env_stop();
+	free(mirror);
+	free(src);
+}
+END_TEST
+
 START_TEST(test_params)
 {
 	struct za_nbd_params p = { .export_name = EXPORT };
@@ -1873,6 +2029,7 @@ int main(void)
 			    (int)(sizeof(errmap) / sizeof(errmap[0])));
 	tcase_add_test(tc, test_inflight_cap);
 	tcase_add_test(tc, test_several_conns);
+	tcase_add_loop_test(tc, test_ring_payloads, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifetime");
