@@ -1164,6 +1164,23 @@ static void seeds_nbd_transmission(void)
 	nbd_req(0, NBD_CMD_WRITE, 1, 0, 8192);
 	b_fill(7, 5000); /* EOF inside the payload */
 	nbd_seed("nbd-transmission", "eof-in-payload", 0x04, 0);
+
+	/* A write starts the receive thread (from 4 KiB on with mode2 bit
+	 * 2); the writes after it are taken from its ring in place when the
+	 * backend says it copies. */
+	b_reset();
+	nbd_write(0, 0, 8192);
+	for (i = 0; i < 6; i++)
+		nbd_write(i % 2 ? NBD_CMD_FLAG_FUA : 0, (uint64_t)i * 65536,
+			  (uint32_t)(4096u << (i % 3)));
+	nbd_req(0, NBD_CMD_READ, 20, 0, 16384);
+	nbd_write(0, 8192, 4096);
+	nbd_req(0, NBD_CMD_FLUSH, 21, 0, 0);
+	nbd_req(0, NBD_CMD_DISC, 22, 0, 0);
+	nbd_seed("nbd-transmission", "ring-in-place", 0, 4);
+	nbd_seed("nbd-transmission", "ring-in-place-deferred", 0x04, 4);
+	nbd_seed("nbd-transmission", "ring-in-place-small-bufs", 0x04, 5);
+	nbd_seed("nbd-transmission", "ring-no-copies", 0x04, 0);
 }
 
 /* ---- emulated drives ---- */

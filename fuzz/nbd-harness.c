@@ -24,6 +24,11 @@
  *   bit 0     minimal socket buffers, so that replies are written in
  *             pieces (EAGAIN, the write watcher)
  *   bit 1     two clients at once, each sending the same stream
+ *   bit 2     a receive thread from the first WRITE of 4 KiB or more,
+ *             and a backend that takes payloads at once (write_copies
+ *             says yes every other call), so that ring payloads are
+ *             handed over in place: the write after a yes may have any
+ *             alignment and is copied inside the call
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +47,7 @@ struct be {
 	uint32_t max_payload;
 	uint8_t mode;
 	unsigned calls, pending;
+	bool copies; /* write_copies said yes: the next write is in place */
 };
 
 struct be_req {
@@ -122,9 +128,22 @@ static void be_write(void *p, struct za_nbd_req *r, uint64_t off, uint32_t len,
 
 	(void)fua;
 	be_check_range(be, off, len);
-	be_check_buf(be, buf, len);
+	if (be->copies)
+		ZA_FUZZ_CHECK(len <= be->max_payload,
+			      "backend called above the payload limit");
+	else
+		be_check_buf(be, buf, len);
+	be->copies = false;
 	memcpy(be->data + off, buf, len);
 	be_finish(be, r);
+}
+
+static bool be_write_copies(void *p)
+{
+	struct be *be = p;
+
+	be->copies = (be->calls + be->pending) % 2 == 0;
+	return be->copies;
 }
 
 static void be_flush(void *p, struct za_nbd_req *r)
@@ -161,6 +180,16 @@ static const struct za_nbd_backend_ops be_ops = {
 	.size = be_size,
 };
 
+static const struct za_nbd_backend_ops be_ops_copies = {
+	.read = be_read,
+	.write = be_write,
+	.flush = be_flush,
+	.trim = be_trim,
+	.write_zeroes = be_zeroes,
+	.size = be_size,
+	.write_copies = be_write_copies,
+};
+
 void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 {
 	static const uint64_t sizes[4] = { BE_MAX_BYTES, BE_MAX_BYTES + 100,
@@ -178,6 +207,8 @@ void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 	struct be be = { 0 };
 	int fd;
 
+	if (mode2 & 4)
+		p.rx_min_payload_bytes = 4096;
 	be.mode = mode;
 	be.size = sizes[mode & 3];
 	be.data = calloc(1, BE_MAX_BYTES + 4096);
@@ -202,7 +233,8 @@ void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 	be.max_payload = p.max_payload_bytes;
 	if (za_io_new(NULL, &be.io))
 		abort();
-	if (za_nbd_server_new(be.io, &p, &be_ops, &be, &srv))
+	if (za_nbd_server_new(be.io, &p, mode2 & 4 ? &be_ops_copies : &be_ops,
+			      &be, &srv))
 		abort();
 	if (mode & 0x80)
 		za_nbd_server_shutdown(srv);

@@ -123,8 +123,6 @@
  * payloads up to half of it are used in place from the ring. */
 #define NBD_RX_RING_BYTES (4u << 20)
 #define NBD_RX_RING_PAYLOAD (NBD_RX_RING_BYTES / 2)
-/* The first WRITE this large starts the connection's receive thread. */
-#define NBD_RX_MIN_PAYLOAD (128u << 10)
 /* Options per connection: haggling cannot go on forever. */
 #define NBD_MAX_OPTS 1024u
 /* Socket reads per wake-up, so that one busy client cannot starve others. */
@@ -270,6 +268,7 @@ struct za_nbd_server {
 	uint32_t pref_block, max_payload;
 	uint64_t max_inflight_bytes;
 	unsigned max_inflight_reqs;
+	uint32_t rx_min_payload;
 	size_t priv_bytes;
 
 	struct nbd_listener **ls;
@@ -698,7 +697,7 @@ static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 {
 	int ret;
 
-	if (c->rx || c->rx_tried || len < NBD_RX_MIN_PAYLOAD)
+	if (c->rx || c->rx_tried || len < c->s->rx_min_payload)
 		return;
 	c->rx_tried = true;
 	ret = za_nbd_rx_start(c->s->loop, c->fd, NBD_RX_RING_BYTES,
@@ -1910,6 +1909,9 @@ int za_nbd_server_new(struct za_io *io, const struct za_nbd_params *p,
 	s->max_inflight_reqs = p->max_inflight_reqs ?
 				       p->max_inflight_reqs :
 				       ZA_NBD_DEFAULT_MAX_INFLIGHT_REQS;
+	s->rx_min_payload = p->rx_min_payload_bytes ?
+				    p->rx_min_payload_bytes :
+				    ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES;
 	s->priv_bytes = p->req_priv_bytes;
 	s->refs = 1;
 	ev_init(&s->accept_retry, accept_retry_cb);

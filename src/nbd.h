@@ -37,6 +37,8 @@
 /* Longest export name (the protocol's string limit) and option body. */
 #define ZA_NBD_MAX_NAME_BYTES 4096u
 #define ZA_NBD_MAX_OPT_BYTES (64u << 10)
+/* Below this, a receive thread's hand-offs cost more than they give. */
+#define ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES (128u << 10)
 
 struct za_io;
 struct za_nbd_server;
@@ -50,7 +52,8 @@ struct za_nbd_req;
  * @off and @len multiples of the minimum block size, @len > 0 and
  * @off + @len <= size (as advertised when the client entered
  * transmission). @buf stays valid until the completion; it is aligned to
- * 4096 bytes.
+ * 4096 bytes - except for a write() that write_copies() allowed, whose
+ * @buf is valid only during the call and may have any alignment.
  *
  * Durability is the backend's: write() with @fua, write_zeroes() with
  * @fua and flush() must complete only once the data (for flush: every
@@ -99,6 +102,9 @@ struct za_nbd_params {
 	unsigned max_inflight_reqs;
 	/* Bytes the backend may use per request (za_nbd_req_priv()). */
 	size_t req_priv_bytes;
+	/* A connection's first WRITE this large starts its receive thread
+	 * (nbd-rx.h). 0: ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES. */
+	uint32_t rx_min_payload_bytes;
 };
 
 /* Indexes of za_nbd_stats.cmds: the NBD command numbers, then the rest. */
