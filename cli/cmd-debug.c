@@ -62,6 +62,11 @@ static int debug_inject(struct za_cli *cli, int argc, char **argv)
 	char *path;
 	int rc;
 
+	if (argc >= 1 &&
+	    (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+		debug_help(stdout);
+		return ZA_EXIT_OK;
+	}
 	if (argc != 3) {
 		za_usage_error("debug", "inject needs NAME DEVICE SPEC");
 		return ZA_EXIT_USAGE;

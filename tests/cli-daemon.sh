@@ -71,7 +71,10 @@ for c in $cmds "emu create" "emu powercut"; do
 	grep -q "^Usage: zarray ${c%% *}" "$SCRATCH/err" || fail "$c --frobnicate: no usage: $(cat "$SCRATCH/err")"
 	[ ! -s "$SCRATCH/out" ] || fail "$c --frobnicate wrote to stdout: $(cat "$SCRATCH/out")"
 done
-pass "--help works (exit 0, stdout) and unknown options are refused (exit 2, usage on stderr) for: $(echo $cmds) and emu create, emu powercut"
+# A subcommand's --help too (debug inject used to take it for NAME).
+"$ZARRAY" debug inject --help >"$SCRATCH/out" 2>"$SCRATCH/err" || fail "debug inject --help: exit $?"
+grep -q "^Usage: zarray debug inject NAME DEVICE SPEC" "$SCRATCH/out" || fail "debug inject --help: $(cat "$SCRATCH/out")"
+pass "--help works (exit 0, stdout) and unknown options are refused (exit 2, usage on stderr) for: $(echo $cmds) and emu create, emu powercut, debug inject"
 
 # ---- no daemon ----
 nd() {
