@@ -42,6 +42,14 @@
  * included, and each stream holds at most one open zone per member, well
  * inside ZNS open/active limits (counted per member).
  *
+ * A data stripe is placed on the loop (segment, stripe index, header
+ * fields) and its parity, checksums and headers are computed on the
+ * engine's worker thread (worker.h) from its own buffer alone; its
+ * columns are submitted when it comes back. The worker is one thread,
+ * first in first out, so a segment's stripes reach its zones in stripe
+ * order, as writes at the write pointer must. Journal and checkpoint
+ * stripes, small and waited for, are prepared on the loop.
+ *
  * A stripe is complete when all k+p column writes completed; only then
  * does its done() run and anyone learn where it is (invariant 2). If a
  * column fails, its group stops taking stripes (its segments are sealed at
@@ -82,6 +90,9 @@
 #include "ec.h"
 #include "log.h"
 #include "segment.h"
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p)-offsetof(type, member)))
 
 enum zkind {
 	Z_FREE = 0,
@@ -186,6 +197,7 @@ struct stream {
 	unsigned id;
 	struct za_stripe_layout l;
 	struct za_ec *ec;
+	struct za_ec *prep_ec; /* the worker's own (za_ec is per thread) */
 	unsigned max_segs; /* 0: as many as fit */
 	unsigned parts; /* requests per column write */
 	struct group *cur; /* taking group, or NULL */
@@ -220,6 +232,9 @@ struct za_engine {
 	unsigned rel_pending; /* group releases not finished */
 	unsigned rebuilds; /* column rebuilds running */
 	unsigned max_read_errors; /* fail a member past this; 0: never */
+	/* Prepares data stripes off the loop (stripe_work_run()); NULL:
+	 * inline. FIFO, so a segment's stripes reach its zones in order. */
+	struct za_worker *prep;
 	struct za_engine_stats st;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
@@ -397,10 +412,13 @@ static void stream_fini(struct stream *st)
 		free(s->buf);
 		free(s->lbas);
 		free(s->reqs);
+		free(s->hdr);
 		free(s);
 	}
 	za_ec_free(st->ec);
+	za_ec_free(st->prep_ec);
 	st->ec = NULL;
+	st->prep_ec = NULL;
 }
 
 static int stream_init(struct za_engine *e, struct stream *st,
@@ -420,6 +438,12 @@ static int stream_init(struct za_engine *e, struct stream *st,
 	ret = za_ec_new(st->l.k, st->l.p, &st->ec);
 	if (ret)
 		return ret;
+	ret = za_ec_new(st->l.k, st->l.p, &st->prep_ec);
+	if (ret) {
+		za_ec_free(st->ec);
+		st->ec = NULL;
+		return ret;
+	}
 	st->max_segs = max_segs;
 	st->parts = (unsigned)((st->l.slot_bytes + e->io_max - 1) / e->io_max);
 	return 0;
@@ -487,6 +511,15 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 	if (ret)
 		goto err_members;
 	e->nr_streams = 1;
+	if (!prm->inline_prepare) {
+		ret = za_worker_new(io, &e->prep);
+		if (ret) {
+			za_log_warn("engine: no worker thread (%s); data "
+				    "stripes are prepared on the loop",
+				    strerror(-ret));
+			e->prep = NULL;
+		}
+	}
 	*out = e;
 	return 0;
 
@@ -524,6 +557,8 @@ void za_engine_free(struct za_engine *e)
 
 	if (!e)
 		return;
+	/* Before the stripes it may hold are freed with their streams. */
+	za_worker_free(e->prep);
 	for (i = 0; i < SEG_HASH; i++) {
 		struct za_segment *g = e->hash[i], *n;
 		struct group *gr = e->ghash[i], *gn;
@@ -941,10 +976,12 @@ struct za_stripe_w *za_engine_stripe_get_stream(struct za_engine *e,
 		s->lbas = calloc(st->l.data_blocks, sizeof(*s->lbas));
 		s->reqs = calloc((size_t)st->l.width * st->parts,
 				 sizeof(*s->reqs));
-		if (!s->buf || !s->lbas || !s->reqs) {
+		s->hdr = malloc(sizeof(*s->hdr));
+		if (!s->buf || !s->lbas || !s->reqs || !s->hdr) {
 			free(s->buf);
 			free(s->lbas);
 			free(s->reqs);
+			free(s->hdr);
 			free(s);
 			return NULL;
 		}
@@ -1014,13 +1051,55 @@ static void slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
 }
 
 /* Fill headers, LBA tables and parity of @s for segment @g. */
-static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
-			   struct za_segment *g)
+/*
+ * Loop thread: what every column's header of @s says (all but the column
+ * number and the CRCs), and which columns are absent, as placed in @g.
+ */
+static void stripe_hdr_fill(const struct za_engine *e,
+			    const struct za_stripe_w *s,
+			    const struct za_segment *g, struct za_stripe_hdr *h,
+			    uint64_t *absent)
 {
 	const struct za_stripe_layout *l = &g->st->l;
+	unsigned c;
+
+	memset(h, 0, sizeof(*h));
+	h->array_uuid = e->uuid;
+	h->seg_id = g->id;
+	h->seq = s->seq;
+	h->stripe_idx = s->stripe_idx;
+	h->k = (uint8_t)l->k;
+	h->p = (uint8_t)l->p;
+	h->rows = (uint8_t)l->rows;
+	h->kind = s->kind;
+	h->chunk_bytes = l->chunk_bytes;
+	h->nr_blocks = s->nr_blocks;
+	h->group_id = g->grp->id;
+	h->group_w = (uint16_t)g->grp->w;
+	h->group_idx = (uint16_t)g->grp_idx;
+	h->group_stripes = g->grp->nr_stripes;
+	h->stream = (uint8_t)g->st->id;
+	*absent = 0;
+	for (c = 0; c < l->width; c++) {
+		h->members[c] = g->hdr_member[c];
+		h->zones[c] = g->hdr_zone[c];
+		if (col_absent(g, c))
+			*absent |= 1ull << c;
+	}
+}
+
+/*
+ * Any one thread: parity, LBA tables, block CRCs and the header of every
+ * column not in @absent, from @s's data blocks and lbas[] and the shared
+ * header @h (its col, blk_crc and lba_crc are filled in per column). It
+ * touches @s's buffer, @h and @ec only.
+ */
+static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
+			  struct za_stripe_w *s, struct za_stripe_hdr *h,
+			  uint64_t absent)
+{
 	uint8_t *payload[ZA_EC_MAX_WIDTH], *lbat[ZA_EC_MAX_WIDTH];
-	struct za_stripe_hdr h;
-	unsigned c, i;
+	unsigned c;
 	uint32_t j;
 
 	for (c = 0; c < l->width; c++) {
@@ -1030,8 +1109,12 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 		lbat[c] = col + ZA_STRIPE_LBA_OFF;
 	}
 	/* Padding blocks are zeroed: nothing stale reaches a drive. */
-	for (j = s->nr_blocks; j < l->data_blocks; j++)
-		memset(za_stripe_w_block(e, s, j), 0, 4096);
+	for (j = s->nr_blocks; j < l->data_blocks; j++) {
+		uint32_t cb;
+
+		za_stripe_locate(l, j, &c, &cb);
+		memset(payload[c] + (uint64_t)cb * 4096, 0, 4096);
+	}
 	for (c = 0; c < l->k; c++)
 		for (j = 0; j < l->col_blocks; j++) {
 			uint32_t b = za_stripe_block_of(l, c, j);
@@ -1043,38 +1126,18 @@ static void stripe_prepare(struct za_engine *e, struct za_stripe_w *s,
 	for (c = 0; c < l->k; c++)
 		memset(lbat[c] + 8 * l->col_blocks, 0,
 		       ZA_STRIPE_LBA_BYTES - 8 * l->col_blocks);
-	za_ec_encode(g->st->ec, l->col_payload_bytes, payload);
-	za_ec_encode(g->st->ec, ZA_STRIPE_LBA_BYTES, lbat);
+	za_ec_encode(ec, l->col_payload_bytes, payload);
+	za_ec_encode(ec, ZA_STRIPE_LBA_BYTES, lbat);
 
-	memset(&h, 0, sizeof(h));
-	h.array_uuid = e->uuid;
-	h.seg_id = g->id;
-	h.seq = s->seq;
-	h.stripe_idx = s->stripe_idx;
-	h.k = (uint8_t)l->k;
-	h.p = (uint8_t)l->p;
-	h.rows = (uint8_t)l->rows;
-	h.kind = s->kind;
-	h.chunk_bytes = l->chunk_bytes;
-	h.nr_blocks = s->nr_blocks;
-	h.group_id = g->grp->id;
-	h.group_w = (uint16_t)g->grp->w;
-	h.group_idx = (uint16_t)g->grp_idx;
-	h.group_stripes = g->grp->nr_stripes;
-	h.stream = (uint8_t)g->st->id;
-	for (i = 0; i < l->width; i++) {
-		h.members[i] = g->hdr_member[i];
-		h.zones[i] = g->hdr_zone[i];
-	}
 	for (c = 0; c < l->width; c++) {
-		if (col_absent(g, c))
+		if (absent & (1ull << c))
 			continue; /* never written: no header, no CRCs */
-		h.col = (uint8_t)c;
+		h->col = (uint8_t)c;
 		for (j = 0; j < l->col_blocks; j++)
-			h.blk_crc[j] = za_crc32c(
+			h->blk_crc[j] = za_crc32c(
 				payload[c] + (uint64_t)j * 4096, 4096);
-		h.lba_crc = za_crc32c(lbat[c], ZA_STRIPE_LBA_BYTES);
-		za_stripe_hdr_encode(&h, s->buf + c * l->slot_bytes);
+		h->lba_crc = za_crc32c(lbat[c], ZA_STRIPE_LBA_BYTES);
+		za_stripe_hdr_encode(h, s->buf + c * l->slot_bytes);
 	}
 }
 
@@ -1092,13 +1155,16 @@ static void stripe_fail_all(struct stream *st, int err)
 	}
 }
 
+static void stripe_work_run(struct za_work *w);
+static void stripe_work_done(struct za_work *w);
+static void stripe_submit(struct za_engine *e, struct za_stripe_w *s);
+
 static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 			    struct group *grp)
 {
 	struct stream *st = grp->st;
 	const struct za_stripe_layout *l = &st->l;
 	struct za_segment *g = grp->segs[grp->next_pos % grp->w];
-	unsigned c, part;
 
 	s->seg = g;
 	s->group_id = grp->id;
@@ -1110,7 +1176,49 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	e->inflight++;
 	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
 		group_stop(e, grp);
-	stripe_prepare(e, s, g);
+	if (e->prep && st->id == ZA_STREAM_DATA) {
+		/* Parity and checksums on the worker; its FIFO keeps this
+		 * segment's stripes in order on their way to the zones. */
+		stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
+		s->work.run = stripe_work_run;
+		s->work.done = stripe_work_done;
+		za_worker_queue(e->prep, &s->work);
+		return;
+	}
+	stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
+	stripe_encode(l, st->ec, s, s->hdr, s->absent);
+	stripe_submit(e, s);
+}
+
+/* Worker thread: the stripe's parity, checksums and headers. */
+static void stripe_work_run(struct za_work *w)
+{
+	struct za_stripe_w *s = container_of(w, struct za_stripe_w, work);
+	struct stream *st = &s->eng->streams[s->stream];
+
+	stripe_encode(&st->l, st->prep_ec, s, s->hdr, s->absent);
+}
+
+/* Loop thread, in dispatch order: its columns go to the drives. */
+static void stripe_work_done(struct za_work *w)
+{
+	struct za_stripe_w *s = container_of(w, struct za_stripe_w, work);
+
+	stripe_submit(s->eng, s);
+}
+
+/*
+ * Write the prepared @s to the slots its dispatch chose. A column whose
+ * member was lost since is written anyway and fails like any write to
+ * it; an absent one (born lost) is not written.
+ */
+static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
+{
+	struct za_segment *g = s->seg;
+	struct stream *st = g->st;
+	const struct za_stripe_layout *l = &st->l;
+	unsigned c, part;
+
 	s->pending = 0;
 	for (c = 0; c < l->width; c++)
 		s->pending += col_absent(g, c) ? 0 : st->parts;

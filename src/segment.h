@@ -31,6 +31,7 @@
 #include "io.h"
 #include "sb.h"
 #include "stripe.h"
+#include "worker.h"
 
 struct za_engine;
 struct za_segment;
@@ -74,6 +75,12 @@ struct za_engine_params {
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
+	/*
+	 * Compute data stripes' parity, checksums and headers on the loop
+	 * itself instead of on the engine's worker thread (the default;
+	 * journal and checkpoint stripes, small and waited for, always are).
+	 */
+	bool inline_prepare;
 };
 
 /*
@@ -134,6 +141,9 @@ struct za_stripe_w {
 	uint64_t seq;
 
 	/* private to segment.c */
+	struct za_work work; /* parity and headers on the engine's worker */
+	struct za_stripe_hdr *hdr; /* the header its columns share */
+	uint64_t absent; /* columns not written, at dispatch */
 	struct za_engine *eng;
 	struct za_segment *seg;
 	struct za_stripe_w *next;

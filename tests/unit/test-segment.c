@@ -45,6 +45,9 @@ struct tarr {
 };
 
 static uint64_t rng = 88172645463325252ull;
+/* Engines prepare data stripes on the loop, not on their worker thread
+ * (the second half of some loop tests). */
+static bool inline_prep;
 
 static uint64_t rnd(void)
 {
@@ -111,6 +114,7 @@ static void tarr_make(struct tarr *t, unsigned n, unsigned k, unsigned p,
 	t->prm.next_seg_id = 1;
 	t->prm.member_failed = on_fail;
 	t->prm.priv = t;
+	t->prm.inline_prepare = inline_prep;
 	ck_assert_int_eq(za_engine_new(t->io, &t->prm, &t->e), 0);
 }
 
@@ -118,6 +122,8 @@ static void tarr_free(struct tarr *t)
 {
 	unsigned i;
 	char path[300];
+
+	inline_prep = false; /* for the next test, also without forks */
 
 	while (za_engine_busy(t->e))
 		za_io_run_once(t->io);
@@ -298,9 +304,12 @@ static void patterns_random(struct tarr *t, const struct wrec *w,
 	}
 }
 
+#define NR_GEOS (sizeof(geos) / sizeof(geos[0]))
+
+/* Loop: every geometry, prepared on the worker, then inline. */
 START_TEST(test_geometry)
 {
-	const struct geo *g = &geos[_i];
+	const struct geo *g = &geos[(unsigned)_i % NR_GEOS];
 	struct tarr t;
 	const struct za_stripe_layout *l;
 	struct za_engine_stats st;
@@ -309,7 +318,8 @@ START_TEST(test_geometry)
 	unsigned nw, i, width = g->k + g->p, failed = 0;
 	unsigned dead[ZA_EC_MAX_PARITY];
 
-	rng = 0x1234567ull + _i;
+	rng = 0x1234567ull + (unsigned)_i % NR_GEOS;
+	inline_prep = (unsigned)_i >= NR_GEOS;
 	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, g->zones_base,
 		  g->zones_spread);
 	l = za_engine_layout(t.e);
@@ -561,7 +571,8 @@ START_TEST(test_fail_while_writing)
 	struct za_fault_cfg fc = { 0 };
 	struct za_engine_stats st;
 
-	rng = 4242 + (uint64_t)_i;
+	rng = 4242 + (uint64_t)(_i % 4);
+	inline_prep = _i >= 4; /* the second four: prepared on the loop */
 	tarr_make(&t, n, k, p, 4096, 2, 10, 3);
 	/* One member dies at a random op (the engine finds out by itself),
 	 * another is failed by hand at a random point. */
@@ -1841,10 +1852,9 @@ int main(void)
 	za_log_set_sink(quiet);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_header_codec);
-	tcase_add_loop_test(tc, test_geometry, 0,
-			    (int)(sizeof(geos) / sizeof(geos[0])));
+	tcase_add_loop_test(tc, test_geometry, 0, (int)(2 * NR_GEOS));
 	tcase_add_test(tc, test_bitflips_counted);
-	tcase_add_loop_test(tc, test_fail_while_writing, 0, 4);
+	tcase_add_loop_test(tc, test_fail_while_writing, 0, 8);
 	tcase_add_test(tc, test_mixed_sizes_fill);
 	tcase_add_test(tc, test_decluster_balanced);
 	tcase_add_test(tc, test_zone_limits);
