@@ -180,16 +180,6 @@ static const struct za_nbd_backend_ops be_ops = {
 	.size = be_size,
 };
 
-static const struct za_nbd_backend_ops be_ops_copies = {
-	.read = be_read,
-	.write = be_write,
-	.flush = be_flush,
-	.trim = be_trim,
-	.write_zeroes = be_zeroes,
-	.size = be_size,
-	.write_copies = be_write_copies,
-};
-
 void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 {
 	static const uint64_t sizes[4] = { BE_MAX_BYTES, BE_MAX_BYTES + 100,
@@ -203,6 +193,7 @@ void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 	unsigned nr_peers = mode2 & 2 ? 2 : 1, i;
 	struct za_nbd_server *srv;
 	struct za_fuzz_peer peers[2];
+	struct za_nbd_backend_ops ops; /* outlives the server */
 	struct za_nbd_stats st;
 	struct be be = { 0 };
 	int fd;
@@ -233,8 +224,10 @@ void za_fuzz_nbd_run(uint8_t mode, uint8_t mode2, const uint8_t *in, size_t len)
 	be.max_payload = p.max_payload_bytes;
 	if (za_io_new(NULL, &be.io))
 		abort();
-	if (za_nbd_server_new(be.io, &p, mode2 & 4 ? &be_ops_copies : &be_ops,
-			      &be, &srv))
+	ops = be_ops;
+	if (mode2 & 4)
+		ops.write_copies = be_write_copies;
+	if (za_nbd_server_new(be.io, &p, &ops, &be, &srv))
 		abort();
 	if (mode & 0x80)
 		za_nbd_server_shutdown(srv);

@@ -83,6 +83,25 @@ static uint8_t stream_byte(uint64_t i)
 	return (uint8_t)((i * 2654435761u) >> 13 ^ i >> 7);
 }
 
+/* The client sends the stream's next piece, of random size (up to 300
+ * KiB, never past @total), as much of it as the socket takes now. */
+static void send_piece(struct rig *g, uint8_t *src, uint64_t *sent,
+		       uint64_t total, unsigned *seed)
+{
+	size_t k = 1 + (size_t)rand_r(seed) % (300u << 10), j;
+	ssize_t n;
+
+	if (k > total - *sent)
+		k = (size_t)(total - *sent);
+	for (j = 0; j < k; j++)
+		src[j] = stream_byte(*sent + j);
+	n = send(g->fd[1], src, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n > 0)
+		*sent += (uint64_t)n;
+	else
+		ck_assert(n < 0 && errno == EAGAIN);
+}
+
 /* @n bytes at stream offset @off are what was sent there. */
 static void check_bytes(const uint8_t *p, size_t n, uint64_t off)
 {
@@ -122,18 +141,7 @@ START_TEST(test_stream_in_order)
 	while (got < total) {
 		/* Send a random piece, as much as the socket takes. */
 		if (sent < total) {
-			size_t k = 1 + (size_t)rand_r(&seed) % (300u << 10);
-			ssize_t n;
-
-			if (k > total - sent)
-				k = total - sent;
-			for (size_t j = 0; j < k; j++)
-				src[j] = stream_byte(sent + j);
-			n = send(g.fd[1], src, k, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0)
-				sent += (size_t)n;
-			else
-				ck_assert(n < 0 && errno == EAGAIN);
+			send_piece(&g, src, &sent, total, &seed);
 			if (sent == total) {
 				close(g.fd[1]);
 				g.fd[1] = -1;
@@ -305,20 +313,8 @@ START_TEST(test_peek_in_place)
 	ck_assert_ptr_nonnull(src);
 	rig_start(&g, ring, 0);
 	while (got < total) {
-		if (sent < total) {
-			size_t k = 1 + (size_t)rand_r(&seed) % (300u << 10);
-			ssize_t n;
-
-			if (k > total - sent)
-				k = total - sent;
-			for (size_t j = 0; j < k; j++)
-				src[j] = stream_byte(sent + j);
-			n = send(g.fd[1], src, k, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0)
-				sent += (size_t)n;
-			else
-				ck_assert(n < 0 && errno == EAGAIN);
-		}
+		if (sent < total)
+			send_piece(&g, src, &sent, total, &seed);
 		if (!want) {
 			size_t len = sizeof(hdr), have = 0;
 			ssize_t n;
