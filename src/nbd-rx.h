@@ -25,8 +25,8 @@ struct za_nbd_rx;
  * Start a receive thread on @fd (a connected stream socket; the caller
  * reads it no more). @wake runs on @loop's thread when input or the end
  * of input arrives; it may call za_nbd_rx_recv(). @ring_bytes is the most
- * the thread reads ahead, a multiple of the page size. Returns 0 or -errno (no thread: the caller goes
- * on reading @fd itself).
+ * the thread reads ahead, a multiple of the page size. Returns 0 or
+ * -errno (no thread: the caller goes on reading @fd itself).
  */
 int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out);

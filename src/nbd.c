@@ -13,9 +13,10 @@
  * it takes payloads at once (write_copies), else into a request buffer.
  * Every length a client sends is checked before anything is allocated
  * for it: option bodies are capped at ZA_NBD_MAX_OPT_BYTES, export names
- * at ZA_NBD_MAX_NAME_BYTES, payloads at the maximum payload. Refused WRITEs within the payload limit have their
- * payload read and dropped so that the connection stays in step; a WRITE
- * above the limit is a hard disconnect, as the protocol allows.
+ * at ZA_NBD_MAX_NAME_BYTES, payloads at the maximum payload. Refused
+ * WRITEs within the payload limit have their payload read and dropped so
+ * that the connection stays in step; a WRITE above the limit is a hard
+ * disconnect, as the protocol allows.
  *
  * Replies go out in completion order. A request counts against its
  * connection's in-flight caps from its header until its reply has been

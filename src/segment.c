@@ -197,7 +197,7 @@ struct stream {
 	unsigned id;
 	struct za_stripe_layout l;
 	struct za_ec *ec;
-	struct za_ec *prep_ec; /* the worker's own (za_ec is per thread) */
+	struct za_ec *prep_ec; /* data stream: the worker's (per thread) */
 	unsigned max_segs; /* 0: as many as fit */
 	unsigned parts; /* requests per column write */
 	struct group *cur; /* taking group, or NULL */
@@ -438,12 +438,6 @@ static int stream_init(struct za_engine *e, struct stream *st,
 	ret = za_ec_new(st->l.k, st->l.p, &st->ec);
 	if (ret)
 		return ret;
-	ret = za_ec_new(st->l.k, st->l.p, &st->prep_ec);
-	if (ret) {
-		za_ec_free(st->ec);
-		st->ec = NULL;
-		return ret;
-	}
 	st->max_segs = max_segs;
 	st->parts = (unsigned)((st->l.slot_bytes + e->io_max - 1) / e->io_max);
 	return 0;
@@ -512,7 +506,10 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 		goto err_members;
 	e->nr_streams = 1;
 	if (!prm->inline_prepare) {
-		ret = za_worker_new(io, &e->prep);
+		/* The data stream's coder for the worker (one per thread). */
+		ret = za_ec_new(l.k, l.p, &e->streams[0].prep_ec);
+		if (!ret)
+			ret = za_worker_new(io, &e->prep);
 		if (ret) {
 			za_log_warn("engine: no worker thread (%s); data "
 				    "stripes are prepared on the loop",
@@ -1050,7 +1047,6 @@ static void slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
 	}
 }
 
-/* Fill headers, LBA tables and parity of @s for segment @g. */
 /*
  * Loop thread: what every column's header of @s says (all but the column
  * number and the CRCs), and which columns are absent, as placed in @g.
@@ -1176,16 +1172,15 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	e->inflight++;
 	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
 		group_stop(e, grp);
+	stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
 	if (e->prep && st->id == ZA_STREAM_DATA) {
 		/* Parity and checksums on the worker; its FIFO keeps this
 		 * segment's stripes in order on their way to the zones. */
-		stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
 		s->work.run = stripe_work_run;
 		s->work.done = stripe_work_done;
 		za_worker_queue(e->prep, &s->work);
 		return;
 	}
-	stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
 	stripe_encode(l, st->ec, s, s->hdr, s->absent);
 	stripe_submit(e, s);
 }
@@ -1210,7 +1205,8 @@ static void stripe_work_done(struct za_work *w)
 /*
  * Write the prepared @s to the slots its dispatch chose. A column whose
  * member was lost since is written anyway and fails like any write to
- * it; an absent one (born lost) is not written.
+ * it; the columns absent at dispatch (born lost) have no header and are
+ * not written, whatever happened to them since.
  */
 static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 {
@@ -1221,13 +1217,13 @@ static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 
 	s->pending = 0;
 	for (c = 0; c < l->width; c++)
-		s->pending += col_absent(g, c) ? 0 : st->parts;
+		s->pending += s->absent & (1ull << c) ? 0 : st->parts;
 	for (c = 0; c < l->width; c++) {
 		struct member *m = &e->m[g->member[c]];
 		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
 			       (uint64_t)s->stripe_idx * l->slot_bytes;
 
-		if (col_absent(g, c))
+		if (s->absent & (1ull << c))
 			continue; /* born lost: nothing to write */
 		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
 			  ZA_DEV_OP_WRITE, off, l->slot_bytes,
