@@ -175,6 +175,7 @@ struct za_volume {
 };
 
 static void gc_kick(struct za_volume *v);
+static bool space_critical(struct za_volume *v);
 static void ckpt_kick(struct za_volume *v);
 static void resume_stalled(struct za_volume *v);
 static uint64_t default_size(const struct za_engine *e, bool streams_added);
@@ -418,7 +419,6 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	v->io = io;
 	v->eng = p->eng;
 	v->size_blocks = p->size_bytes / 4096;
-	v->data_credit = MAX_DATA_INFLIGHT; /* until space_critical() */
 	v->next_buf_id = 1;
 	jg.k = 1;
 	jg.p = (uint8_t)dl->p;
@@ -456,6 +456,9 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 		ret = -ENOMEM;
 		goto err_map;
 	}
+	/* The first write must see how much space there is (and recovery
+	 * looks again, once it knows what the drives hold). */
+	v->critical = space_critical(v);
 	*out = v;
 	return 0;
 
@@ -819,13 +822,14 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	r->len = len;
 	r->buf = buf;
 	r->fua = fua;
+	/* Below the floor GC goes first (gc_kick() also looks at the space
+	 * again): once started, it holds this write back until the victim's
+	 * live data has its room. */
+	if (v->critical)
+		gc_kick(v);
 	if (v->stalled_head || !can_write(v)) {
-		if (v->critical)
-			gc_kick(v);
-		if (v->stalled_head || !can_write(v)) {
-			stall(v, r);
-			return;
-		}
+		stall(v, r);
+		return;
 	}
 	write_now(v, r);
 }
@@ -1432,9 +1436,14 @@ static void gc_finish(struct za_volume *v, int err)
 	}
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
-	resume_stalled(v);
+	/*
+	 * The next victim (or a checkpoint) before the held-back writes:
+	 * resumed first, with GC idle and so not holding them back, they
+	 * could take the room the next victim's live data needs.
+	 */
 	ckpt_kick(v); /* one may have waited for this victim */
 	gc_kick(v);
+	resume_stalled(v);
 }
 
 /*
@@ -2273,6 +2282,12 @@ int za_volume_recover(struct za_volume *v)
 	free(rv.blk);
 	if (!ret)
 		ret = rec_finish(v);
+	/*
+	 * Writes admitted before anything recomputed this took the last free
+	 * segments while GC, not yet started, waited for a victim's room
+	 * (tools/zloop seed 7002: a restart with free space below the floor).
+	 */
+	v->critical = space_critical(v);
 	v->st.recovered_stripes = rv.stripes + rv.unmaps;
 	/* Replayed stripes are not in the live checkpoint (if any). */
 	v->ck.gen = v->st.recovered_stripes ? 1 : 0;

@@ -1359,6 +1359,172 @@ START_TEST(test_gc_small_zones_deep_queue)
 }
 END_TEST
 
+/* The user-write floor of volume.c's space_critical(): one write set of
+ * free segments, the checkpoint stream's segment not counted, plus one. */
+static uint64_t write_floor_segs(const struct za_engine_space *sp)
+{
+	return (sp->write_set_segs > 1 ? sp->write_set_segs - 1 :
+					 sp->write_set_segs) +
+	       1;
+}
+struct below_floor {
+	uint64_t fill;
+};
+
+/*
+ * The child of test_gc_restart_below_floor: overwrites the filled volume
+ * with batches of SQ_DEPTH writes, and dies (as if SIGKILLed) after the
+ * first batch that leaves free space below the floor, GC in flight.
+ */
+static void child_below_floor(struct tvol *t, void *arg)
+{
+	struct below_floor *bf = arg;
+	const struct za_stripe_layout *l = za_engine_layout(t->e);
+	static struct sq_req q[SQ_DEPTH];
+	struct za_engine_space sp;
+	uint64_t max_n = 2 * l->data_blocks, round;
+	uint8_t *bufs = ablk(SQ_DEPTH * max_n);
+	unsigned i, left;
+
+	memset(bufs, 0x5a, SQ_DEPTH * max_n * 4096);
+	for (round = 0; round < 64; round++) {
+		for (i = 0; i < SQ_DEPTH; i++) {
+			struct sq_req *x = &q[i];
+
+			memset(x, 0, sizeof(*x));
+			x->r.done = on_done;
+			x->r.priv = &x->d;
+			x->n = 1 + rnd() % max_n;
+			x->lba = rnd() % (bf->fill - x->n);
+			za_volume_write(t->v, &x->r, x->lba * 4096, x->n * 4096,
+					bufs + (size_t)i * max_n * 4096, false);
+		}
+		do {
+			za_io_run_once(t->io);
+			for (left = 0, i = 0; i < SQ_DEPTH; i++)
+				left += !q[i].d.done;
+		} while (left);
+		/* The batch on the drives: a segment opened for a stripe
+		 * not yet written would be free again after recovery. */
+		if (za_volume_flush_sync(t->v))
+			_exit(4);
+		za_engine_space(t->e, &sp);
+		if (sp.free_segs < write_floor_segs(&sp))
+			_exit(ZA_CRASH_EXIT);
+	}
+	_exit(0); /* never below the floor: the parent fails */
+}
+
+/*
+ * Regression (found by tools/zloop, seed 7002): a volume opened with free
+ * space below the floor took writes with the full stripe credit of an
+ * empty one, because nothing had looked at the space yet, and GC, not
+ * started, did not hold them back: they took the last free segments and
+ * the victim's live data then had nowhere to go (-ENOSPC, every later
+ * flush failing). Now the volume looks at the space when it is created
+ * and when recovery ends, and a write below the floor starts GC before it
+ * is let in. A default-size volume is overwritten in a child process
+ * that dies while free space is below the floor; the volume opened
+ * again takes deep batches of writes and flushes without an error and
+ * reads back as written.
+ */
+START_TEST(test_gc_restart_below_floor)
+{
+	const struct small_geo *g = &small_geos[_i];
+	static struct sq_req q[SQ_DEPTH];
+	const struct za_stripe_layout *l;
+	struct below_floor *bf;
+	struct za_engine_space sp;
+	uint64_t vb, lba, max_n, round;
+	uint8_t *bufs;
+	struct tvol t;
+	unsigned i, tries;
+	int rc;
+
+	rng = 9300 + (uint64_t)_i;
+	bf = mmap(NULL, sizeof(*bf), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(bf, MAP_FAILED);
+	tvol_init(&t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
+	t.zone_bytes = g->zone_bytes;
+	t.zns_cap_bytes = g->zns_cap_bytes;
+	t.chunk_bytes = g->chunk_bytes;
+	t.rows = g->rows;
+	tvol_create(&t);
+	vb = t.vol_blocks;
+	bf->fill = vb * 80 / 100;
+	for (lba = 0; lba + 16 <= bf->fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+
+	/* Recovery may find free what the child did not (a reset it had
+	 * started): then the child goes on from there. */
+	for (tries = 0; tries < 8; tries++) {
+		rc = run_child(&t, "", child_below_floor, bf);
+		ck_assert_msg(rc == ZA_CRASH_EXIT,
+			      "the child exited with %d, free space never "
+			      "below the floor",
+			      rc);
+		tvol_open(&t, false);
+		za_engine_space(t.e, &sp);
+		if (sp.free_segs < write_floor_segs(&sp))
+			break;
+	}
+	ck_assert_msg(sp.free_segs < write_floor_segs(&sp),
+		      "reopened with %llu free segments, floor %llu: the "
+		      "case is not set up",
+		      (unsigned long long)sp.free_segs,
+		      (unsigned long long)write_floor_segs(&sp));
+	/* What recovery made of it is the truth from here. */
+	ck_assert_int_eq(za_volume_read_sync(t.v, 0, vb * 4096, t.model), 0);
+
+	l = za_engine_layout(t.e);
+	max_n = 2 * l->data_blocks;
+	bufs = ablk(SQ_DEPTH * max_n);
+	for (round = 0; round < 4; round++) {
+		for (i = 0; i < SQ_DEPTH; i++) {
+			struct sq_req *x = &q[i];
+			uint8_t *buf = bufs + (size_t)i * max_n * 4096;
+			uint64_t w;
+
+			memset(x, 0, sizeof(*x));
+			x->r.done = on_done;
+			x->r.priv = &x->d;
+			x->flush = i == SQ_DEPTH - 1;
+			if (x->flush) {
+				za_volume_flush(t.v, &x->r);
+				continue;
+			}
+			x->n = 1 + rnd() % max_n;
+			x->lba = rnd() % (bf->fill - x->n);
+			for (w = 0; w < x->n * 4096 / 8; w++)
+				((uint64_t *)buf)[w] = rnd();
+			memcpy(t.model + x->lba * 4096, buf, x->n * 4096);
+			za_volume_write(t.v, &x->r, x->lba * 4096, x->n * 4096,
+					buf, false);
+		}
+		for (i = 0; i < SQ_DEPTH; i++) {
+			za_io_run_until(t.io, &q[i].d.done, 0);
+			ck_assert_msg(q[i].d.result == 0,
+				      "round %llu: %s %u (%llu+%llu) failed: "
+				      "%s (%llu free segments at the start)",
+				      (unsigned long long)round,
+				      q[i].flush ? "flush" : "write", i,
+				      (unsigned long long)q[i].lba,
+				      (unsigned long long)q[i].n,
+				      strerror(-q[i].d.result),
+				      (unsigned long long)sp.free_segs);
+		}
+	}
+	check_range(&t, 0, vb);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	free(bufs);
+	munmap(bf, sizeof(*bf));
+	tvol_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("volume");
@@ -1394,6 +1560,8 @@ int main(void)
 	tc = tcase_create("small-zones");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_gc_small_zones_deep_queue, 0,
+			    sizeof(small_geos) / sizeof(small_geos[0]));
+	tcase_add_loop_test(tc, test_gc_restart_below_floor, 0,
 			    sizeof(small_geos) / sizeof(small_geos[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
