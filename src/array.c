@@ -135,6 +135,7 @@ static void array_free(struct za_array *a)
 	if (!a)
 		return;
 	if (a->vol) {
+		za_volume_gc_stop(a->vol);
 		while (za_volume_busy(a->vol))
 			za_io_run_once(a->io);
 	}
@@ -1056,8 +1057,11 @@ int za_array_stop(struct za_array *a)
 		return 0;
 	rebuild_quiesce(a);
 	a->stopping = true;
-	if (a->vol)
+	if (a->vol) {
+		/* Nothing new for GC to start: a stop must end. */
+		za_volume_gc_stop(a->vol);
 		ret = za_volume_flush_sync(a->vol);
+	}
 	/* A clean stop leaves nothing to replay at the next assembly. A
 	 * checkpoint that fails loses nothing: the stop goes on. */
 	if (a->vol && !ret && za_volume_checkpoint_sync(a->vol))
@@ -1088,6 +1092,7 @@ int za_array_destroy(struct za_array *a)
 	rebuild_quiesce(a);
 	a->stopping = true;
 	if (a->vol) {
+		za_volume_gc_stop(a->vol);
 		while (za_volume_busy(a->vol))
 			za_io_run_once(a->io);
 		za_volume_free(a->vol);

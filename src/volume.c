@@ -96,6 +96,7 @@ struct gc_ext {
 
 struct gc {
 	bool active;
+	bool stopped; /* za_volume_gc_stop(): no new victim */
 	uint64_t victim;
 	uint8_t kind; /* ZA_MAP_DATA or ZA_MAP_JOURNAL */
 	struct gc_ext *ext;
@@ -467,6 +468,11 @@ err_map:
 err_free:
 	free(v);
 	return ret;
+}
+
+void za_volume_gc_stop(struct za_volume *v)
+{
+	v->gc.stopped = true;
 }
 
 bool za_volume_busy(const struct za_volume *v)
@@ -1476,7 +1482,7 @@ static void gc_kick(struct za_volume *v)
 	v->critical = space_critical(v);
 	if (gc->active || v->ck.state == CK_QUIESCE)
 		return;
-	if (!gc_needed(v)) {
+	if (gc->stopped || !gc_needed(v)) {
 		resume_stalled(v);
 		return;
 	}

@@ -92,6 +92,13 @@ uint64_t za_volume_max_size_without(const struct za_volume *v,
 /* Nothing may be in flight (za_volume_busy). */
 void za_volume_free(struct za_volume *v);
 bool za_volume_busy(const struct za_volume *v);
+/*
+ * Start no more garbage collection (the victim being moved finishes), so
+ * that za_volume_busy() turns false before a stop even where GC cannot
+ * reach its start point and would take victim after victim (design.md
+ * 8.4, the known limit). Loop thread; for good: there is no restart.
+ */
+void za_volume_gc_stop(struct za_volume *v);
 uint64_t za_volume_size(const struct za_volume *v);
 
 /*
