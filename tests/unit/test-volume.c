@@ -1263,6 +1263,17 @@ static const struct small_geo {
 	{ 3, 3, 1, 8192, 96ull << 10, 72ull << 10, 64 },
 };
 
+/* A volume over drives of geometry @g, default size. */
+static void tvol_make_small(struct tvol *t, const struct small_geo *g)
+{
+	tvol_init(t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
+	t->zone_bytes = g->zone_bytes;
+	t->zns_cap_bytes = g->zns_cap_bytes;
+	t->chunk_bytes = g->chunk_bytes;
+	t->rows = g->rows;
+	tvol_create(t);
+}
+
 #define SQ_DEPTH 128u
 
 struct sq_req {
@@ -1285,12 +1296,7 @@ START_TEST(test_gc_small_zones_deep_queue)
 	unsigned i;
 
 	rng = 9100 + (uint64_t)_i;
-	tvol_init(&t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
-	t.zone_bytes = g->zone_bytes;
-	t.zns_cap_bytes = g->zns_cap_bytes;
-	t.chunk_bytes = g->chunk_bytes;
-	t.rows = g->rows;
-	tvol_create(&t);
+	tvol_make_small(&t, g);
 	l = za_engine_layout(t.e);
 	za_engine_space(t.e, &sp);
 	per_seg = sp.data_blocks_per_seg / l->data_blocks;
@@ -1359,6 +1365,50 @@ START_TEST(test_gc_small_zones_deep_queue)
 }
 END_TEST
 
+/*
+ * SQ_DEPTH requests submitted at once into @q: writes of 1 to two
+ * stripes of random data within [0, @span) (the model follows them),
+ * the last one a flush if @flush_last. @bufs holds SQ_DEPTH buffers of
+ * two stripes. Every request must succeed.
+ */
+static void deep_batch(struct tvol *t, struct sq_req *q, uint8_t *bufs,
+		       uint64_t span, bool flush_last)
+{
+	uint64_t max_n = 2 * za_engine_layout(t->e)->data_blocks;
+	unsigned i;
+
+	for (i = 0; i < SQ_DEPTH; i++) {
+		struct sq_req *x = &q[i];
+		uint8_t *buf = bufs + (size_t)i * max_n * 4096;
+		uint64_t w;
+
+		memset(x, 0, sizeof(*x));
+		x->r.done = on_done;
+		x->r.priv = &x->d;
+		x->flush = flush_last && i == SQ_DEPTH - 1;
+		if (x->flush) {
+			za_volume_flush(t->v, &x->r);
+			continue;
+		}
+		x->n = 1 + rnd() % max_n;
+		x->lba = rnd() % (span - x->n);
+		for (w = 0; w < x->n * 4096 / 8; w++)
+			((uint64_t *)buf)[w] = rnd();
+		memcpy(t->model + x->lba * 4096, buf, x->n * 4096);
+		za_volume_write(t->v, &x->r, x->lba * 4096, x->n * 4096, buf,
+				false);
+	}
+	for (i = 0; i < SQ_DEPTH; i++) {
+		za_io_run_until(t->io, &q[i].d.done, 0);
+		ck_assert_msg(q[i].d.result == 0,
+			      "%s %u (%llu+%llu) failed: %s",
+			      q[i].flush ? "flush" : "write", i,
+			      (unsigned long long)q[i].lba,
+			      (unsigned long long)q[i].n,
+			      strerror(-q[i].d.result));
+	}
+}
+
 /* The user-write floor of volume.c's space_critical(): one write set of
  * free segments, the checkpoint stream's segment not counted, plus one. */
 static uint64_t write_floor_segs(const struct za_engine_space *sp)
@@ -1382,28 +1432,11 @@ static void child_below_floor(struct tvol *t, void *arg)
 	const struct za_stripe_layout *l = za_engine_layout(t->e);
 	static struct sq_req q[SQ_DEPTH];
 	struct za_engine_space sp;
-	uint64_t max_n = 2 * l->data_blocks, round;
-	uint8_t *bufs = ablk(SQ_DEPTH * max_n);
-	unsigned i, left;
+	uint8_t *bufs = ablk(SQ_DEPTH * 2 * l->data_blocks);
+	unsigned round;
 
-	memset(bufs, 0x5a, SQ_DEPTH * max_n * 4096);
 	for (round = 0; round < 64; round++) {
-		for (i = 0; i < SQ_DEPTH; i++) {
-			struct sq_req *x = &q[i];
-
-			memset(x, 0, sizeof(*x));
-			x->r.done = on_done;
-			x->r.priv = &x->d;
-			x->n = 1 + rnd() % max_n;
-			x->lba = rnd() % (bf->fill - x->n);
-			za_volume_write(t->v, &x->r, x->lba * 4096, x->n * 4096,
-					bufs + (size_t)i * max_n * 4096, false);
-		}
-		do {
-			za_io_run_once(t->io);
-			for (left = 0, i = 0; i < SQ_DEPTH; i++)
-				left += !q[i].d.done;
-		} while (left);
+		deep_batch(t, q, bufs, bf->fill, false);
 		/* The batch on the drives: a segment opened for a stripe
 		 * not yet written would be free again after recovery. */
 		if (za_volume_flush_sync(t->v))
@@ -1432,25 +1465,19 @@ START_TEST(test_gc_restart_below_floor)
 {
 	const struct small_geo *g = &small_geos[_i];
 	static struct sq_req q[SQ_DEPTH];
-	const struct za_stripe_layout *l;
 	struct below_floor *bf;
 	struct za_engine_space sp;
-	uint64_t vb, lba, max_n, round;
+	uint64_t vb, lba;
 	uint8_t *bufs;
 	struct tvol t;
-	unsigned i, tries;
+	unsigned round, tries;
 	int rc;
 
 	rng = 9300 + (uint64_t)_i;
 	bf = mmap(NULL, sizeof(*bf), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(bf, MAP_FAILED);
-	tvol_init(&t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
-	t.zone_bytes = g->zone_bytes;
-	t.zns_cap_bytes = g->zns_cap_bytes;
-	t.chunk_bytes = g->chunk_bytes;
-	t.rows = g->rows;
-	tvol_create(&t);
+	tvol_make_small(&t, g);
 	vb = t.vol_blocks;
 	bf->fill = vb * 80 / 100;
 	for (lba = 0; lba + 16 <= bf->fill; lba += 16)
@@ -1478,44 +1505,9 @@ START_TEST(test_gc_restart_below_floor)
 	/* What recovery made of it is the truth from here. */
 	ck_assert_int_eq(za_volume_read_sync(t.v, 0, vb * 4096, t.model), 0);
 
-	l = za_engine_layout(t.e);
-	max_n = 2 * l->data_blocks;
-	bufs = ablk(SQ_DEPTH * max_n);
-	for (round = 0; round < 4; round++) {
-		for (i = 0; i < SQ_DEPTH; i++) {
-			struct sq_req *x = &q[i];
-			uint8_t *buf = bufs + (size_t)i * max_n * 4096;
-			uint64_t w;
-
-			memset(x, 0, sizeof(*x));
-			x->r.done = on_done;
-			x->r.priv = &x->d;
-			x->flush = i == SQ_DEPTH - 1;
-			if (x->flush) {
-				za_volume_flush(t.v, &x->r);
-				continue;
-			}
-			x->n = 1 + rnd() % max_n;
-			x->lba = rnd() % (bf->fill - x->n);
-			for (w = 0; w < x->n * 4096 / 8; w++)
-				((uint64_t *)buf)[w] = rnd();
-			memcpy(t.model + x->lba * 4096, buf, x->n * 4096);
-			za_volume_write(t.v, &x->r, x->lba * 4096, x->n * 4096,
-					buf, false);
-		}
-		for (i = 0; i < SQ_DEPTH; i++) {
-			za_io_run_until(t.io, &q[i].d.done, 0);
-			ck_assert_msg(q[i].d.result == 0,
-				      "round %llu: %s %u (%llu+%llu) failed: "
-				      "%s (%llu free segments at the start)",
-				      (unsigned long long)round,
-				      q[i].flush ? "flush" : "write", i,
-				      (unsigned long long)q[i].lba,
-				      (unsigned long long)q[i].n,
-				      strerror(-q[i].d.result),
-				      (unsigned long long)sp.free_segs);
-		}
-	}
+	bufs = ablk(SQ_DEPTH * 2 * za_engine_layout(t.e)->data_blocks);
+	for (round = 0; round < 4; round++)
+		deep_batch(&t, q, bufs, bf->fill, true);
 	check_range(&t, 0, vb);
 	tvol_crash_and_recover(&t, 0);
 	check_range(&t, 0, vb);
@@ -1538,47 +1530,19 @@ START_TEST(test_gc_stop_ends_gc)
 {
 	const struct small_geo *g = &small_geos[_i];
 	static struct sq_req q[SQ_DEPTH];
-	const struct za_stripe_layout *l;
-	uint64_t vb, lba, max_n, round, turns;
+	uint64_t vb, lba, turns;
 	uint8_t *bufs;
 	struct tvol t;
-	unsigned i;
+	unsigned round;
 
 	rng = 9500 + (uint64_t)_i;
-	tvol_init(&t, g->k, g->p, g->zone_bytes * g->nr_zones, UINT64_MAX);
-	t.zone_bytes = g->zone_bytes;
-	t.zns_cap_bytes = g->zns_cap_bytes;
-	t.chunk_bytes = g->chunk_bytes;
-	t.rows = g->rows;
-	tvol_create(&t);
+	tvol_make_small(&t, g);
 	vb = t.vol_blocks;
 	for (lba = 0; lba + 16 <= vb; lba += 16)
 		write_rand(&t, lba, 16, false);
-	l = za_engine_layout(t.e);
-	max_n = 2 * l->data_blocks;
-	bufs = ablk(SQ_DEPTH * max_n);
-	for (round = 0; round < 4; round++) {
-		for (i = 0; i < SQ_DEPTH; i++) {
-			struct sq_req *x = &q[i];
-			uint8_t *buf = bufs + (size_t)i * max_n * 4096;
-			uint64_t w;
-
-			memset(x, 0, sizeof(*x));
-			x->r.done = on_done;
-			x->r.priv = &x->d;
-			x->n = 1 + rnd() % max_n;
-			x->lba = rnd() % (vb - x->n);
-			for (w = 0; w < x->n * 4096 / 8; w++)
-				((uint64_t *)buf)[w] = rnd();
-			memcpy(t.model + x->lba * 4096, buf, x->n * 4096);
-			za_volume_write(t.v, &x->r, x->lba * 4096, x->n * 4096,
-					buf, false);
-		}
-		for (i = 0; i < SQ_DEPTH; i++) {
-			za_io_run_until(t.io, &q[i].d.done, 0);
-			ck_assert_int_eq(q[i].d.result, 0);
-		}
-	}
+	bufs = ablk(SQ_DEPTH * 2 * za_engine_layout(t.e)->data_blocks);
+	for (round = 0; round < 4; round++)
+		deep_batch(&t, q, bufs, vb, false);
 	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
 	za_volume_gc_stop(t.v);
 	for (turns = 0; za_volume_busy(t.v) || za_engine_busy(t.e); turns++) {
