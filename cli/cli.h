@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "log.h" /* za_fmt_size() */
+
 enum {
 	ZA_EXIT_OK = 0,
 	ZA_EXIT_FAIL = 1,
@@ -65,8 +67,6 @@ int za_cmd_debug(struct za_cli *cli, int argc, char **argv);
 int za_parse_size(const char *s, uint64_t *out);
 /* Parse an unsigned decimal integer up to @max. */
 int za_parse_uint(const char *s, uint64_t max, uint64_t *out);
-/* "1.5 GiB"-style, into @buf. */
-const char *za_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* JSON string with escapes, quotes included. */
 void za_json_str(FILE *f, const char *s);

@@ -109,26 +109,6 @@ int za_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-const char *za_fmt_size(uint64_t bytes, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B",   "KiB", "MiB", "GiB",
-					    "TiB", "PiB", "EiB" };
-	double v = (double)bytes;
-	int u = 0;
-
-	while (v >= 1024 && u < 6) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-	else if (v == (double)(uint64_t)v)
-		snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
-	else
-		snprintf(buf, len, "%.1f %s", v, unit[u]);
-	return buf;
-}
-
 void za_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);

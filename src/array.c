@@ -806,14 +806,23 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 	}
 	{
 		uint64_t usable = za_volume_default_size(a->eng);
+		char b1[32], b2[32];
 
+		if (p->size_bytes && !usable) {
+			seterr(err, errlen,
+			       "these drives are too small for %u+%u with the "
+			       "reserve garbage collection needs",
+			       p->k, p->p);
+			ret = -ENOSPC;
+			goto err_clear;
+		}
 		if (p->size_bytes > usable) {
 			seterr(err, errlen,
-			       "--size %llu bytes is more than the %llu bytes "
-			       "these drives can hold with %u+%u and a reserve "
-			       "for garbage collection",
-			       (unsigned long long)p->size_bytes,
-			       (unsigned long long)usable, p->k, p->p);
+			       "--size %s is more than the %s these drives "
+			       "can hold with %u+%u and a reserve for garbage "
+			       "collection",
+			       za_fmt_size(p->size_bytes, b1, sizeof(b1)),
+			       za_fmt_size(usable, b2, sizeof(b2)), p->k, p->p);
 			ret = -EINVAL;
 			goto err_clear;
 		}
@@ -1505,14 +1514,15 @@ static int drain_check(struct za_array *a, const int *idx, unsigned n,
 	room = za_volume_max_size_without(a->vol, gone);
 	size = za_volume_size(a->vol);
 	if (size > room) {
+		char b1[32], b2[32];
+
 		seterr(err, errlen,
-		       "removing would leave room for %llu bytes of volume "
-		       "on %u writable members with %u+%u and the reserve "
-		       "garbage collection needs; '%s' is %llu bytes (add a "
-		       "drive first)",
-		       (unsigned long long)room, left - n,
+		       "removing would leave room for %s of volume on %u "
+		       "writable members with %u+%u and the reserve garbage "
+		       "collection needs; '%s' is %s (add a drive first)",
+		       za_fmt_size(room, b1, sizeof(b1)), left - n,
 		       (unsigned)a->sb->geom.k, (unsigned)a->sb->geom.p,
-		       a->sb->name, (unsigned long long)size);
+		       a->sb->name, za_fmt_size(size, b2, sizeof(b2)));
 		return -ENOSPC;
 	}
 	return 0;
@@ -1584,6 +1594,7 @@ static int replace_check(struct za_array *a, unsigned o, const char *new_path,
 {
 	bool gone[ZA_SB_MAX_MEMBERS] = { false };
 	uint64_t room, size, need, have = 0;
+	char b1[32], b2[32], b3[32], b4[32];
 	struct za_zone *z;
 	struct za_dev *dev;
 	unsigned nz, i;
@@ -1612,12 +1623,14 @@ static int replace_check(struct za_array *a, unsigned o, const char *new_path,
 	if (have >= need)
 		return 0;
 	seterr(err, errlen,
-	       "%s has %llu bytes of data zones, fewer than the %llu of the "
-	       "member it would replace, and the others could not hold the "
-	       "volume ('%s' is %llu bytes, room for %llu without it): "
-	       "replace it by a drive at least as large, or add a drive first",
-	       new_path, (unsigned long long)have, (unsigned long long)need,
-	       a->sb->name, (unsigned long long)size, (unsigned long long)room);
+	       "%s has %s of data zones, fewer than the %s of the member it "
+	       "would replace, and the others could not hold the volume ('%s' "
+	       "is %s, room for %s without it): replace it by a drive at "
+	       "least as large, or add a drive first",
+	       new_path, za_fmt_size(have, b1, sizeof(b1)),
+	       za_fmt_size(need, b2, sizeof(b2)), a->sb->name,
+	       za_fmt_size(size, b3, sizeof(b3)),
+	       za_fmt_size(room, b4, sizeof(b4)));
 	return -ENOSPC;
 }
 

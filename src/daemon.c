@@ -1352,8 +1352,7 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 			if (ret < 0)
 				snprintf(sz, sizeof(sz), "an unknown amount");
 			else
-				snprintf(sz, sizeof(sz), "%llu bytes",
-					 (unsigned long long)st.used_bytes);
+				za_fmt_size(st.used_bytes, sz, sizeof(sz));
 			za_rpc_reply_error(c, req->id,
 					   ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
 					   "%s holds %s of data; use --force "

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * log.c - leveled logging to stderr and, for the daemon, syslog.
+ * log.c - leveled logging to stderr and, for the daemon, syslog; sizes
+ * for people in messages.
  *
  * One line per message, formatted once into a bounded buffer so that
  * concurrent writers (there are none yet, but threads may come) do not
@@ -8,6 +9,7 @@
  * once, where they detect it.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -80,4 +82,24 @@ void za_log(enum za_log_level l, const char *fmt, ...)
 		fprintf(stderr, "%s: %s%s%s\n", log_ident,
 			l <= ZA_LOG_WARN ? za_log_level_str(l) : "",
 			l <= ZA_LOG_WARN ? ": " : "", msg);
+}
+
+const char *za_fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B",   "KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 6) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else if (v == (double)(uint64_t)v)
+		snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
+	else
+		snprintf(buf, len, "%.1f %s", v, unit[u]);
+	return buf;
 }

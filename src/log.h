@@ -11,6 +11,8 @@
 #define ZA_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 enum za_log_level {
 	ZA_LOG_ERR = 3,
@@ -35,5 +37,13 @@ void za_log(enum za_log_level l, const char *fmt, ...)
 #define za_log_warn(...) za_log(ZA_LOG_WARN, __VA_ARGS__)
 #define za_log_info(...) za_log(ZA_LOG_INFO, __VA_ARGS__)
 #define za_log_debug(...) za_log(ZA_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * A size for people, in IEC units: "512 B", "64 MiB", "1.5 GiB" (one
+ * decimal unless whole), into @buf; returns @buf. For the messages of
+ * the daemon and the CLI alike; JSON and logs meant for programs keep
+ * raw byte counts.
+ */
+const char *za_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 #endif /* ZA_LOG_H */

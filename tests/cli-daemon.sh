@@ -5,6 +5,7 @@
 # at SOCKET" (1, and 4 for `status --test`); with a daemon, an array that
 # does not exist, a bad name, bad geometry, too few or missing devices
 # are refused (1) with the daemon's reason, and the daemon keeps serving.
+# A size too large is said in IEC units; drives too small, as such.
 # --json output of list and status parses and has the documented shape.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -133,6 +134,18 @@ grep -q "too few devices: 3+1 needs at least 4, 3 given" "$SCRATCH/err" || fail 
 expect_fail 1 "create: no data chunks" "$ZARRAY" create t --data 0 --parity 1 "${D[@]}"
 expect_fail 1 "create: no parity" "$ZARRAY" create t --data 2 --parity 0 "${D[@]}"
 grep -q "geometry 2+0" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+# 1 GiB drives of 256 MiB zones hold no volume at all: said so, with
+# --size too (not "more than the 0 B these drives can hold").
+expect_fail 1 "create: drives too small" "$ZARRAY" create t --data 2 --parity 1 "${D[@]}"
+grep -qx "zarray create: these drives are too small for 2+1 with the reserve garbage collection needs" "$SCRATCH/err" ||
+	fail "message: $(cat "$SCRATCH/err")"
+expect_fail 1 "create: drives too small, --size" "$ZARRAY" create t --data 2 --parity 1 --size 64M "${D[@]}"
+grep -qx "zarray create: these drives are too small for 2+1 with the reserve garbage collection needs" "$SCRATCH/err" ||
+	fail "message: $(cat "$SCRATCH/err")"
+"$ZARRAY" emu create --size 64M --zone-size 4M "$SCRATCH"/s{0..2}.img >/dev/null
+expect_fail 1 "create: --size too large" "$ZARRAY" create t --data 2 --parity 1 --size 1T "$SCRATCH"/s{0..2}.img
+grep -Eq "^zarray create: --size 1 TiB is more than the [0-9.]+ MiB these drives can hold" "$SCRATCH/err" ||
+	fail "message: $(cat "$SCRATCH/err")"
 expect_fail 1 "create: bad name" "$ZARRAY" create 'a/b' --data 2 --parity 1 "${D[@]}"
 grep -q "invalid array name" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
 expect_fail 1 "create: name too long" "$ZARRAY" create "$(printf 'n%.0s' {1..64})" --data 2 --parity 1 "${D[@]}"

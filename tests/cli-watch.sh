@@ -14,8 +14,8 @@
 #  - status --json during the run: jobs[] has kind scrub, state running,
 #    and integer done_bytes, total_bytes, rate_bps, eta_s.
 # Then, on the same array: destroy without --force refuses it because it
-# holds data (exit 1, one line, the array still there); with --force it
-# goes, and its drives take a new array.
+# holds data (exit 1, one line saying how much in IEC units, the array
+# still there); with --force it goes, and its drives take a new array.
 # Skips (77) only if nbdcopy or script is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -120,7 +120,8 @@ EOF
 pass "--json: $(wc -l <watch.json) objects, the last final and done"
 
 expect_fail 1 "destroy of an array that holds data" "$ZARRAY" destroy t
-grep -q "t holds .* of data; use --force" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+grep -Eq "^zarray destroy: t holds [0-9]+(\.[0-9])? (KiB|MiB|GiB) of data; use --force to destroy it$" "$SCRATCH/err" ||
+	fail "message: $(cat "$SCRATCH/err")"
 [ "$(wc -l <"$SCRATCH/err")" -eq 1 ] || fail "more than one line: $(cat "$SCRATCH/err")"
 "$ZARRAY" status --test t >/dev/null || fail "the refused destroy touched the array"
 "$ZARRAY" destroy --force t 2>err || fail "destroy --force: $(cat err)"

@@ -450,6 +450,10 @@ START_TEST(test_replace_smaller)
 	ck_assert_int_eq(za_array_replace(a, paths[1], small, err, sizeof(err)),
 			 -ENOSPC);
 	ck_assert_msg(strstr(err, "fewer than"), "%s", err);
+	/* Sizes for people: IEC units, not raw byte counts. */
+	ck_assert_msg(strstr(err, "iB of data zones, fewer than the ") &&
+			      !strstr(err, " bytes"),
+		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
 	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
 	ck_assert_uint_eq(st.nr_members, n);
@@ -567,6 +571,8 @@ START_TEST(test_remove_space)
 	ck_assert_int_eq(za_array_remove(a, &pp[n - 1], 1, err, sizeof(err)),
 			 -ENOSPC);
 	ck_assert_msg(strstr(err, "removing would leave room for"), "%s", err);
+	ck_assert_msg(strstr(err, "iB of volume on") && !strstr(err, " bytes"),
+		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
 	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
 	ck_assert_uint_eq(st.generation, gen);
