@@ -509,6 +509,65 @@ static bool check_paths(struct za_rpc_conn *c, uint64_t id, char *const *paths,
 	return true;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	if (S_ISBLK(a->st_mode) && S_ISBLK(b->st_mode))
+		return a->st_rdev == b->st_rdev;
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/*
+ * A running array keeps its members' drives open and locked: to the array
+ * layer a drive given again is only "in use by another process". Say
+ * whose it is instead. Answers and returns false if one of @paths is an
+ * online or draining member of a running array. A failed or removed
+ * member's path is left to the array layer (a new drive may be there
+ * now), as is a path that does not stat.
+ */
+static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
+			   uint64_t id, char *const *paths, size_t n)
+{
+	struct za_array_status st;
+	struct stat sp, sm;
+	struct d_array *e;
+	bool held = false;
+	unsigned i;
+	size_t p;
+
+	for (p = 0; p < n; p++) {
+		if (stat(paths[p], &sp))
+			continue;
+		for (e = d->arrays; e && !held; e = e->next) {
+			memset(&st, 0, sizeof(st));
+			if (za_array_status(e->a, &st) < 0) {
+				free(st.members);
+				continue;
+			}
+			for (i = 0; i < st.nr_members && !held; i++) {
+				const struct za_array_member_status *m =
+					&st.members[i];
+
+				if ((m->state != ZA_MEMBER_ONLINE &&
+				     m->state != ZA_MEMBER_DRAINING) ||
+				    stat(m->path, &sm) || !same_file(&sp, &sm))
+					continue;
+				za_rpc_reply_error(
+					c, id, ZARRAY__ERROR_CODE__ERR_BUSY,
+					EBUSY,
+					"%s is in use: member %u (%s) of the "
+					"running array '%s'",
+					paths[p], m->idx,
+					za_member_state_str(m->state), e->name);
+				held = true;
+			}
+			free(st.members);
+		}
+		if (held)
+			return false;
+	}
+	return true;
+}
+
 /* ---- state directory ---- */
 
 static int fsync_dir(const char *dir)
@@ -1183,6 +1242,8 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->name);
 		return;
 	}
+	if (!check_not_held(d, c, req->id, m->paths, m->n_paths))
+		return;
 	za_log_info("%s: create %u+%u on %zu devices%s%s%s (%s)", m->name, m->k,
 		    m->p, m->n_paths,
 		    m->has_force && m->force ? ", forced" : "",
@@ -1265,6 +1326,8 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->name);
 		return;
 	}
+	if (!check_not_held(d, c, req->id, m->paths, m->n_paths))
+		return;
 	za_log_info("%s: assemble from %zu devices (%s)", m->name, m->n_paths,
 		    peer_str(c, peer, sizeof(peer)));
 	ret = za_array_assemble(d->io, m->name, (const char *const *)m->paths,
@@ -1557,6 +1620,10 @@ static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
 	int ret;
 
 	if (!e || !check_paths(c, req->id, paths, n, op == D_REPLACE ? 2 : 1))
+		return;
+	/* The drives that join: every one added, NEW of a replace. */
+	if ((op == D_ADD && !check_not_held(d, c, req->id, paths, n)) ||
+	    (op == D_REPLACE && !check_not_held(d, c, req->id, paths + 1, 1)))
 		return;
 	za_log_info("%s: %s %s%s%s (%s)", name,
 		    op == D_ADD	   ? "add" :

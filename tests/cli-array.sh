@@ -7,8 +7,10 @@
 # from --test; a second failure: unusable, exit 2); destroy (record gone,
 # drives no longer assemble); commands arriving while another runs wait
 # their turn (ping excepted). Bad input that needs the array layer: a
-# drive already in use or in another array, a file that is not a drive,
-# a bad chunk size, a duplicate name; refusals of add, remove, replace,
+# drive already in use (create, add, replace and assemble name the
+# running array and member that hold it) or in another array, a file
+# that is not a drive, a bad chunk size, a duplicate name; refusals of
+# add, remove, replace,
 # rebuild and scrub (their happy paths are in other scripts); export
 # prints the NBD URI that create printed (--json too). Every command
 # that changes an array is logged by zarrayd with the uid and the pid of
@@ -125,7 +127,15 @@ pass "export prints the URI create printed, also as JSON"
 
 expect_fail 1 "create: name taken" "$ZARRAY" create t --data 2 --parity 1 d3.img d4.img plain
 grep -q "an array named 't' is running" err || fail "message: $(cat err)"
-expect_fail 1 "create: a drive in use" "$ZARRAY" create u --data 2 --parity 1 d0.img d3.img d4.img
+expect_fail 1 "create: a drive in use" "$ZARRAY" create u --data 2 --parity 1 d3.img d0.img d4.img
+inuse="$SCRATCH/d0.img is in use: member 0 (online) of the running array 't'"
+grep -qx "zarray create: $inuse" err || fail "message: $(cat err)"
+expect_fail 1 "add: a drive in use" "$ZARRAY" add t d0.img
+grep -qx "zarray add: $inuse" err || fail "message: $(cat err)"
+expect_fail 1 "replace: NEW in use" "$ZARRAY" replace t d1.img d0.img
+grep -qx "zarray replace: $inuse" err || fail "message: $(cat err)"
+expect_fail 1 "assemble: a drive in use" "$ZARRAY" assemble u d0.img
+grep -qx "zarray assemble: $inuse" err || fail "message: $(cat err)"
 expect_fail 1 "create: not a drive" "$ZARRAY" create u --data 2 --parity 1 plain d3.img d4.img
 grep -q "plain: not a zoned drive" err || fail "message: $(cat err)"
 expect_fail 1 "create: bad chunk" "$ZARRAY" create u --data 1 --parity 1 --chunk 3000 d3.img d4.img
