@@ -1229,6 +1229,22 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->k, m->p, m->k + m->p, m->n_paths);
 		return;
 	}
+	/* 0 means "the default" to the array layer: a 0 given is an error. */
+	if (m->has_chunk_bytes && !m->chunk_bytes) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "--chunk 0: the chunk size must be a power "
+				   "of two from 4 KiB to 1 MiB");
+		return;
+	}
+	if (m->has_size_bytes && !m->size_bytes) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "--size 0: the volume size must be a "
+				   "multiple of 4 KiB above 0 (without --size: "
+				   "what the devices hold)");
+		return;
+	}
 	if (m->tcp && za_export_parse_tcp(m->tcp, host, port) < 0) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
 				   EINVAL,

@@ -5,7 +5,8 @@
 # at SOCKET" (1, and 4 for `status --test`); with a daemon, an array that
 # does not exist, a bad name, bad geometry, too few or missing devices
 # are refused (1) with the daemon's reason, and the daemon keeps serving.
-# A size too large is said in IEC units; drives too small, as such.
+# --chunk 0 and --size 0 are refused, not taken for the defaults; a size
+# too large is said in IEC units; drives too small, as such.
 # --json output of list and status parses and has the documented shape.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -134,6 +135,10 @@ grep -q "too few devices: 3+1 needs at least 4, 3 given" "$SCRATCH/err" || fail 
 expect_fail 1 "create: no data chunks" "$ZARRAY" create t --data 0 --parity 1 "${D[@]}"
 expect_fail 1 "create: no parity" "$ZARRAY" create t --data 2 --parity 0 "${D[@]}"
 grep -q "geometry 2+0" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+expect_fail 1 "create: --chunk 0" "$ZARRAY" create t --data 2 --parity 1 --chunk 0 "${D[@]}"
+grep -q "^zarray create: --chunk 0: the chunk size must be a power of two" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+expect_fail 1 "create: --size 0" "$ZARRAY" create t --data 2 --parity 1 --size 0 "${D[@]}"
+grep -q "^zarray create: --size 0: " "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
 # 1 GiB drives of 256 MiB zones hold no volume at all: said so, with
 # --size too (not "more than the 0 B these drives can hold").
 expect_fail 1 "create: drives too small" "$ZARRAY" create t --data 2 --parity 1 "${D[@]}"
