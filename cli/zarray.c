@@ -83,13 +83,20 @@ int main(int argc, char **argv)
 	int c;
 
 	za_log_set_ident("zarray");
+	/* Empty is unset, as for most variables of the kind. */
 	cli.socket_path = getenv("ZARRAY_SOCKET");
-	if (!cli.socket_path)
+	if (!cli.socket_path || !*cli.socket_path)
 		cli.socket_path = "/run/zarray/zarrayd.sock";
 	/* '+': stop at the command; its own options follow it. */
 	while ((c = getopt_long(argc, argv, "+s:vVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
+			if (!*optarg) {
+				fprintf(stderr,
+					"zarray: -s: empty socket path\n");
+				usage(stderr);
+				return ZA_EXIT_USAGE;
+			}
 			cli.socket_path = optarg;
 			break;
 		case 'j':

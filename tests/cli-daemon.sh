@@ -6,7 +6,8 @@
 # does not exist, a bad name, bad geometry, too few or missing devices
 # are refused (1) with the daemon's reason, and the daemon keeps serving.
 # --chunk 0 and --size 0 are refused, not taken for the defaults; a size
-# too large is said in IEC units; drives too small, as such.
+# too large is said in IEC units; drives too small, as such. An empty
+# ZARRAY_SOCKET is unset; an empty -s is a usage error.
 # --json output of list and status parses and has the documented shape.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -52,6 +53,8 @@ u "watch without a name" "$ZARRAY" watch
 u "export without a name" "$ZARRAY" export
 u "shutdown with an argument" "$ZARRAY" shutdown now
 u "unknown global option" "$ZARRAY" --frob list
+u "empty -s" "$ZARRAY" -s "" list
+grep -q "^zarray: -s: empty socket path" "$SCRATCH/err" || fail "empty -s said: $(cat "$SCRATCH/err")"
 "$ZARRAY" create --help | grep -q "^Usage: zarray create NAME --data K" || fail "create --help"
 "$ZARRAY" --help | grep -q "rebuild" || fail "zarray --help lists rebuild"
 # Every command `zarray --help` lists (and emu's two): --help is its usage
@@ -104,6 +107,13 @@ nd 1 export "$ZARRAY" export t
 nd 1 shutdown "$ZARRAY" shutdown
 expect_fail 1 "-s overrides ZARRAY_SOCKET" "$ZARRAY" -s "$SCRATCH/nowhere.sock" list
 grep -q "cannot reach zarrayd at $SCRATCH/nowhere.sock" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+# An empty ZARRAY_SOCKET is the default socket (a zarrayd may serve it on
+# this machine: then the list is answered).
+rc=0
+ZARRAY_SOCKET= "$ZARRAY" list >/dev/null 2>"$SCRATCH/err" || rc=$?
+[ "$rc" -eq 0 ] || grep -q "cannot reach zarrayd at /run/zarray/zarrayd.sock: " "$SCRATCH/err" ||
+	fail "empty ZARRAY_SOCKET: exit $rc: $(cat "$SCRATCH/err")"
+pass "empty ZARRAY_SOCKET: the default socket"
 
 # ---- with a daemon: arrays that do not exist ----
 start_daemon
