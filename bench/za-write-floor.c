@@ -11,8 +11,9 @@
  *   crc     a CRC32C per 4 KiB block of the data and parity chunks
  *   encode  the p parity chunks of every k data chunks
  *   copy    the k+p chunks into a populated shared mapping of a file in
- *           --dir: what an emulated drive's write is (a real drive's DMA
- *           costs the host nothing; this one's memcpy does)
+ *           --dir, with the emulated drive's own copy (streaming stores,
+ *           za_emu_copy_to_drive()): what an emulated drive's write is (a
+ *           real drive's DMA costs the host nothing; this copy does)
  *
  * Their sum is the floor: no server of this design can spend less CPU per
  * GiB on this machine, whatever its threads, copies or buffers. bench/p1.sh
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "crc.h"
+#include "dev-emu.h"
 #include "ec.h"
 
 #define MSG_BYTES (1u << 20) /* the client's write size in P1 */
@@ -233,7 +235,8 @@ static int measure(const struct opts *o, struct floor *f)
 		t1 = cpu_s();
 		f->crc_s += t1 - t0;
 		for (c = 0; c < o->k + o->p; c++) {
-			memcpy(drive + dpos, ptrs[c], o->chunk_bytes);
+			za_emu_copy_to_drive(drive + dpos, ptrs[c],
+					     o->chunk_bytes);
 			dpos += o->chunk_bytes;
 			if (dpos + o->chunk_bytes > DRIVE_BYTES)
 				dpos = 0;

@@ -54,5 +54,13 @@ int za_emu_set_perf(struct za_dev *dev, uint64_t bw_bytes_per_s,
 		    uint64_t lat_ns, uint64_t seek_ns);
 /* Is @dev an emulated drive? */
 bool za_dev_is_emu(const struct za_dev *dev);
+/*
+ * Copy @len bytes of a write into a preallocated drive's memory as the
+ * drive does: with stores that bypass the CPU's caches where @dst, @src
+ * and @len are 64-byte aligned, memcpy() otherwise. Any thread; the
+ * bytes are visible to every thread when it returns. Exported for
+ * bench/za-write-floor, which measures the same copy.
+ */
+void za_emu_copy_to_drive(void *dst, const void *src, size_t len);
 
 #endif /* ZA_DEV_EMU_H */

@@ -589,6 +589,58 @@ START_TEST(test_prealloc_keeps_blocks)
 END_TEST
 
 /*
+ * Writes into a preallocated drive's mapping take streaming stores
+ * (za_emu_copy_to_drive()), which the CPU may hold in its write
+ * buffers; every write must read back exactly, at once, in a sequential
+ * and a conventional zone, and after a flush and a reopen. Loop over a
+ * table of (blocks before, blocks written).
+ */
+static const struct {
+	uint32_t skip, blocks;
+} pcopies[] = {
+	{ 0, 1 }, { 1, 1 }, { 3, 2 }, { 0, 16 }, { 5, 33 }, { 2, 64 },
+};
+
+START_TEST(test_prealloc_writes_read_back)
+{
+	uint32_t skip = pcopies[_i].skip * BLK, len = pcopies[_i].blocks * BLK;
+	uint8_t *w = talloc(skip + len), *r = talloc(skip + len);
+	uint64_t zs[2];
+	struct tdrive t;
+	int j;
+
+	tdrive_small_prealloc(&t, ZA_DEV_MODEL_HM_SMR, true);
+	ck_assert_uint_ge(t.dev->caps.nr_conv_zones, 1);
+	zs[0] = 0; /* conventional */
+	zs[1] = (uint64_t)(t.dev->caps.nr_conv_zones + 1) *
+		t.dev->caps.zone_size_bytes;
+	tfill(w, skip + len, (uint8_t)(_i + 7));
+	for (j = 0; j < 2; j++) {
+		if (skip)
+			ck_assert_int_eq(
+				tio(t.dev, ZA_DEV_OP_WRITE, zs[j], w, skip), 0);
+		ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_WRITE, zs[j] + skip,
+				     w + skip, len),
+				 0);
+		ck_assert_int_eq(
+			tio(t.dev, ZA_DEV_OP_READ, zs[j], r, skip + len), 0);
+		ck_assert_mem_eq(r, w, skip + len);
+	}
+	ck_assert_int_eq(tio(t.dev, ZA_DEV_OP_FLUSH, 0, NULL, 0), 0);
+	ck_assert_int_eq(tdrive_reopen(&t), 0);
+	for (j = 0; j < 2; j++) {
+		memset(r, 0, skip + len);
+		ck_assert_int_eq(
+			tio(t.dev, ZA_DEV_OP_READ, zs[j], r, skip + len), 0);
+		ck_assert_mem_eq(r, w, skip + len);
+	}
+	free(w);
+	free(r);
+	tdrive_free(&t);
+}
+END_TEST
+
+/*
  * Regression: bytes in the file past a zone's write pointer (a write that
  * reached the file before a SIGKILL, but not the write pointer) became
  * readable after FINISH, and survived a power cut, so crash recovery found
@@ -762,6 +814,8 @@ int main(void)
 	tcase_add_test(tc, test_bad_params);
 	tcase_add_loop_test(tc, test_stale_bytes_past_wp, 0, 2);
 	tcase_add_loop_test(tc, test_prealloc_keeps_blocks, 0, 2);
+	tcase_add_loop_test(tc, test_prealloc_writes_read_back, 0,
+			    sizeof(pcopies) / sizeof(pcopies[0]));
 	tcase_add_test(tc, test_zone_entry_update_atomic);
 	tcase_add_test(tc, test_powercut_sequential);
 	tcase_add_test(tc, test_powercut_conventional);
