@@ -86,11 +86,21 @@ const char *za_cli_job_state_str(int state)
 	}
 }
 
+/* Done, but not everything: columns left behind, or stopped by an error. */
+static bool job_short(const Zarray__JobStatus *j)
+{
+	return j->state == ZARRAY__JOB_STATE__JOB_DONE &&
+	       ((j->has_columns_left && j->columns_left) || j->error);
+}
+
 static double job_pct(const Zarray__JobStatus *j)
 {
 	double pct;
 
-	if (j->state == ZARRAY__JOB_STATE__JOB_DONE)
+	/* A run that did all it found shows 100% even if the total it
+	 * estimated shrank on the way; one that left work shows how far
+	 * it got. */
+	if (j->state == ZARRAY__JOB_STATE__JOB_DONE && !job_short(j))
 		return 100.0;
 	if (!j->total_bytes)
 		return 0.0;
@@ -139,9 +149,18 @@ const char *za_cli_job_line(const Zarray__JobStatus *j, bool bar, char *buf,
 	/* A scrub that went on from an earlier run (or a restart). */
 	if (j->has_start_position && j->start_position &&
 	    j->state != ZARRAY__JOB_STATE__JOB_DONE)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0,
+					" (resumed after segment %llu)",
+					(unsigned long long)j->start_position);
+	if (j->state == ZARRAY__JOB_STATE__JOB_DONE && j->error)
+		off += (size_t)snprintf(buf + off, off < len ? len - off : 0,
+					", stopped: %s", j->error);
+	if (j->state == ZARRAY__JOB_STATE__JOB_DONE && j->has_columns_left &&
+	    j->columns_left)
 		snprintf(buf + off, off < len ? len - off : 0,
-			 " (resumed after segment %llu)",
-			 (unsigned long long)j->start_position);
+			 ", %llu column%s not restored",
+			 (unsigned long long)j->columns_left,
+			 j->columns_left == 1 ? "" : "s");
 	return buf;
 }
 
@@ -162,6 +181,14 @@ void za_cli_json_job(FILE *f, const Zarray__JobStatus *j)
 	if (j->has_start_position)
 		fprintf(f, ",\"start_position\":%llu",
 			(unsigned long long)j->start_position);
+	/* Done short: what was left, and why it stopped (null: it did not). */
+	fprintf(f, ",\"columns_left\":%llu,\"error\":",
+		(unsigned long long)(j->has_columns_left ? j->columns_left :
+							   0));
+	if (j->error)
+		za_json_str(f, j->error);
+	else
+		fputs("null", f);
 	fputc('}', f);
 }
 
@@ -534,6 +561,41 @@ static void watch_draw(struct watch_view *v, const Zarray__Event *ev,
 	fflush(stdout);
 }
 
+/*
+ * The exit status of a watch that saw its jobs end: 0, or 1 with one
+ * line when one ended short (a rebuild that left columns behind leaves
+ * the array degraded: a script waiting for it must not go on as if it
+ * were rebuilt).
+ */
+static int watch_result(const Zarray__Event *ev)
+{
+	size_t i;
+
+	for (i = 0; i < ev->n_jobs; i++) {
+		const Zarray__JobStatus *j = ev->jobs[i];
+
+		if (!job_short(j))
+			continue;
+		if (j->error)
+			fprintf(stderr,
+				"zarray watch: %s: the %s stopped: %s\n",
+				ev->name, za_cli_job_kind_str(j->kind),
+				j->error);
+		else
+			fprintf(stderr,
+				"zarray watch: %s: the %s ended with %llu lost "
+				"column%s not restored; the array stays %s "
+				"until a drive with room is added (see "
+				"zarrayd's log)\n",
+				ev->name, za_cli_job_kind_str(j->kind),
+				(unsigned long long)j->columns_left,
+				j->columns_left == 1 ? "" : "s",
+				za_cli_array_state_str(ev->state));
+		return ZA_EXIT_FAIL;
+	}
+	return ZA_EXIT_OK;
+}
+
 int za_cmd_watch(struct za_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -586,7 +648,7 @@ int za_cmd_watch(struct za_cli *cli, int argc, char **argv)
 		}
 		watch_draw(&v, r->event, final);
 		if (final) {
-			rc = ZA_EXIT_OK;
+			rc = watch_result(r->event);
 			break;
 		}
 		za_rpc_response_free(r);

@@ -1245,6 +1245,9 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 			js->written_bytes = rs.written_bytes;
 			js->elapsed_ns = rs.elapsed_ns;
 			js->error = rs.last_error;
+			if (js->state == ZA_JOB_DONE)
+				js->cols_left =
+					rs.cols_waiting + rs.cols_failed;
 		}
 	}
 	st->k = a->sb->geom.k;

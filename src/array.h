@@ -104,6 +104,9 @@ struct za_array_job_status {
 	uint64_t read_bytes, written_bytes; /* device bytes so far */
 	uint64_t elapsed_ns;
 	int error; /* DONE: 0 or why it stopped short (-errno) */
+	/* rebuild, DONE: lost columns it could not restore (they wait for a
+	 * drive with room, or failed) */
+	uint64_t cols_left;
 	/* scrub: what it found and what it repaired */
 	uint64_t err_read, err_checksum, err_parity, repaired;
 	/* scrub: segments with an id up to position are done in this pass;

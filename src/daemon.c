@@ -208,6 +208,13 @@ static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
 	m->rate_bps = j->rate_bps;
 	m->has_eta_s = true;
 	m->eta_s = j->eta_s;
+	if (j->state == ZA_JOB_DONE) {
+		m->has_columns_left = true;
+		m->columns_left = j->cols_left;
+		/* A static string: job messages free only themselves. */
+		if (j->error)
+			m->error = (char *)strerror(-j->error);
+	}
 	if (j->kind == ZA_JOB_SCRUB) {
 		m->has_position = true;
 		m->position = j->position;
