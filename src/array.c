@@ -820,9 +820,10 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 			seterr(err, errlen,
 			       "--size %s is more than the %s these drives "
 			       "can hold with %u+%u and a reserve for garbage "
-			       "collection",
+			       "collection (at most %llu bytes)",
 			       za_fmt_size(p->size_bytes, b1, sizeof(b1)),
-			       za_fmt_size(usable, b2, sizeof(b2)), p->k, p->p);
+			       za_fmt_size(usable, b2, sizeof(b2)), p->k, p->p,
+			       (unsigned long long)usable);
 			ret = -EINVAL;
 			goto err_clear;
 		}
