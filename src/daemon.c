@@ -529,34 +529,40 @@ static bool same_file(const struct stat *a, const struct stat *b)
  * whose it is instead. Answers and returns false if one of @paths is an
  * online or draining member of a running array. A failed or removed
  * member's path is left to the array layer (a new drive may be there
- * now), as is a path that does not stat.
+ * now), as is a path that does not stat. Each path and each member is
+ * looked at once.
  */
 static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 			   uint64_t id, char *const *paths, size_t n)
 {
 	struct za_array_status st;
-	struct stat sp, sm;
+	struct stat *sp, sm;
 	struct d_array *e;
 	bool held = false;
 	unsigned i;
 	size_t p;
 
-	for (p = 0; p < n; p++) {
-		if (stat(paths[p], &sp))
+	sp = calloc(n ? n : 1, sizeof(*sp));
+	if (!sp)
+		return true; /* the array layer still refuses, less clearly */
+	for (p = 0; p < n; p++)
+		if (stat(paths[p], &sp[p]))
+			sp[p].st_mode = 0; /* matches nothing */
+	for (e = d->arrays; e && !held; e = e->next) {
+		memset(&st, 0, sizeof(st));
+		if (za_array_status(e->a, &st) < 0) {
+			free(st.members);
 			continue;
-		for (e = d->arrays; e && !held; e = e->next) {
-			memset(&st, 0, sizeof(st));
-			if (za_array_status(e->a, &st) < 0) {
-				free(st.members);
-				continue;
-			}
-			for (i = 0; i < st.nr_members && !held; i++) {
-				const struct za_array_member_status *m =
-					&st.members[i];
+		}
+		for (i = 0; i < st.nr_members && !held; i++) {
+			const struct za_array_member_status *m = &st.members[i];
 
-				if ((m->state != ZA_MEMBER_ONLINE &&
-				     m->state != ZA_MEMBER_DRAINING) ||
-				    stat(m->path, &sm) || !same_file(&sp, &sm))
+			if ((m->state != ZA_MEMBER_ONLINE &&
+			     m->state != ZA_MEMBER_DRAINING) ||
+			    stat(m->path, &sm))
+				continue;
+			for (p = 0; p < n && !held; p++) {
+				if (!sp[p].st_mode || !same_file(&sp[p], &sm))
 					continue;
 				za_rpc_reply_error(
 					c, id, ZARRAY__ERROR_CODE__ERR_BUSY,
@@ -567,12 +573,11 @@ static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 					za_member_state_str(m->state), e->name);
 				held = true;
 			}
-			free(st.members);
 		}
-		if (held)
-			return false;
+		free(st.members);
 	}
-	return true;
+	free(sp);
+	return !held;
 }
 
 /* ---- state directory ---- */
