@@ -636,6 +636,15 @@ static uint8_t default_rows(uint32_t chunk)
 	return (uint8_t)(rows > 255 ? 255 : rows);
 }
 
+/* Drives that hold no volume of k+p with the GC reserve, asked or not. */
+static void seterr_too_small(char *err, size_t errlen, unsigned k, unsigned p)
+{
+	seterr(err, errlen,
+	       "these drives are too small for %u+%u with the reserve "
+	       "garbage collection needs",
+	       k, p);
+}
+
 int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		    struct za_array **out, char *err, size_t errlen)
 {
@@ -809,10 +818,7 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		char b1[32], b2[32];
 
 		if (p->size_bytes && !usable) {
-			seterr(err, errlen,
-			       "these drives are too small for %u+%u with the "
-			       "reserve garbage collection needs",
-			       p->k, p->p);
+			seterr_too_small(err, errlen, p->k, p->p);
 			ret = -ENOSPC;
 			goto err_clear;
 		}
@@ -830,12 +836,11 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 	}
 	ret = volume_start(a);
 	if (ret) {
-		seterr(err, errlen,
-		       ret == -ENOSPC ? "these drives are too small for "
-					"%u+%u with the reserve garbage "
-					"collection needs" :
-					"cannot start the volume (%u+%u)",
-		       p->k, p->p);
+		if (ret == -ENOSPC)
+			seterr_too_small(err, errlen, p->k, p->p);
+		else
+			seterr(err, errlen, "cannot start the volume (%u+%u)",
+			       p->k, p->p);
 		goto err_clear;
 	}
 	ret = rebuild_new(a);
