@@ -1873,7 +1873,7 @@ static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
 	const Zarray__Export *m = req->export;
 	struct d_array *e = named(d, c, req->id, m->name);
 	char host[ZA_EXPORT_HOST_BYTES], port[8], err[256] = "", peer[64];
-	bool had_tcp;
+	bool had_unix, had_tcp;
 	Zarray__Response r;
 	Zarray__Exported ex;
 	int ret;
@@ -1887,11 +1887,18 @@ static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->tcp);
 		return;
 	}
+	had_unix = e->exp != NULL;
 	had_tcp = e->exp && za_export_tcp_uri(e->exp);
 	if (m->tcp && !had_tcp)
 		za_log_info("%s: export on TCP %s (%s)", m->name, m->tcp,
 			    peer_str(c, peer, sizeof(peer)));
 	ret = export_start(d, e, m->tcp, err, sizeof(err));
+	/* A new Unix export (one that failed at create or assemble, tried
+	 * again) is a change of state: the log says who made it. */
+	if (!had_unix && e->exp)
+		za_log_info("%s: exported at %s (%s)", m->name,
+			    za_export_uri(e->exp),
+			    peer_str(c, peer, sizeof(peer)));
 	if (ret < 0) {
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;

@@ -7,7 +7,9 @@
 # are refused (1) with the daemon's reason, and the daemon keeps serving.
 # --chunk 0 and --size 0 are refused, not taken for the defaults; a size
 # too large is said in IEC units; drives too small, as such. An empty
-# ZARRAY_SOCKET is unset; an empty -s is a usage error.
+# ZARRAY_SOCKET is unset; an empty -s is a usage error. An array whose
+# export failed is exported by `zarray export` once it can be, and the
+# daemon logs who asked.
 # --json output of list and status parses and has the documented shape.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -182,3 +184,23 @@ assert d == {"arrays": []}, d'
 "$ZARRAY" list --json | python3 -m json.tool >/dev/null || fail "list --json"
 "$ZARRAY" status --test || fail "status --test with no array: exit $?"
 pass "--json of no arrays parses; status --test of no arrays is 0"
+
+# ---- an export that failed, tried again ----
+# Something else at RUNDIR/NAME.nbd: the array is created, its export is
+# not (the create says why); `zarray export` once the path is free serves
+# it, and the daemon's log says who asked, as for every change of state.
+"$ZARRAY" emu create --size 64M --zone-size 4M "$SCRATCH"/x{0..2}.img >/dev/null
+: >"$RUN/x.nbd"
+expect_fail 1 "create: the socket path taken" "$ZARRAY" create x --data 2 --parity 1 "$SCRATCH"/x{0..2}.img
+grep -qx "zarray create: x is not exported: cannot serve NBD on $RUN/x.nbd: File exists" "$SCRATCH/err" ||
+	fail "create did not say why x is not exported: $(cat "$SCRATCH/err")"
+"$ZARRAY" status x >/dev/null || fail "x is not running after its create"
+expect_fail 1 "export: the path still taken" "$ZARRAY" export x
+rm "$RUN/x.nbd"
+URI=$("$ZARRAY" export x) || fail "export after the path was freed"
+[ "$URI" = "nbd+unix:///x?socket=$RUN/x.nbd" ] || fail "export printed '$URI'"
+[ -S "$RUN/x.nbd" ] || fail "no socket at $RUN/x.nbd"
+grep -Eq "x: exported at nbd\+unix:///x\?socket=$RUN/x\.nbd \(uid $(id -u) pid [0-9]+\)" "$DLOG" ||
+	fail "the new export is not in the log with its peer: $(grep 'x:' "$DLOG" | tail -n 3)"
+"$ZARRAY" stop x >/dev/null || fail "stop x"
+pass "an export that failed serves when asked again, and the log says who asked"
