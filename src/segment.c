@@ -1141,11 +1141,12 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 			row[c] = payload[c] + off;
 		za_ec_encode(ec, 4096, row);
 		for (c = 0; c < l->width; c++)
-			blk_crc[c][j] = za_crc32c(row[c], 4096);
+			if (!(absent & (1ull << c)))
+				blk_crc[c][j] = za_crc32c(row[c], 4096);
 	}
 	for (c = 0; c < l->width; c++) {
 		if (absent & (1ull << c))
-			continue; /* never written: no header */
+			continue; /* never written: no header, no CRCs */
 		h->col = (uint8_t)c;
 		memcpy(h->blk_crc, blk_crc[c],
 		       l->col_blocks * sizeof(uint32_t));
