@@ -227,6 +227,16 @@ static struct leaf *leaf_find(struct za_map *m, uint64_t lba)
 		return lf;
 	lf = tree_find(m, lba);
 	m->finger = lf;
+	/*
+	 * A leaf found through the index is usually not in the cache
+	 * (random writes touch leaves all over the map), and each step of
+	 * the binary search that follows loads what the step before chose,
+	 * so its misses would come one after another: ask for the whole
+	 * leaf (2.5 KiB) at once and let them overlap. The finger's leaf was
+	 * just searched, so it needs none.
+	 */
+	for (size_t off = 0; lf && off < sizeof(*lf); off += 64)
+		__builtin_prefetch((const char *)lf + off);
 	return lf;
 }
 
@@ -242,14 +252,6 @@ static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
 
 	if (!p.lf)
 		return (struct pos){ m->head, 0 };
-	/*
-	 * The leaf is usually not in the cache (random writes touch leaves
-	 * all over the map), and each step of the search depends on the one
-	 * before, so its misses would come one after another: ask for the
-	 * whole leaf (2.5 KiB) at once and let them overlap.
-	 */
-	for (lo = 0; lo < sizeof(*p.lf); lo += 64)
-		__builtin_prefetch((const char *)p.lf + lo);
 	lo = 0;
 	hi = p.lf->nr;
 	while (lo < hi) {
