@@ -189,6 +189,21 @@ int za_dev_power_cut(struct za_dev *dev)
 	return dev->ops->power_cut(dev);
 }
 
+int za_dev_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
+		 uint64_t len_bytes)
+{
+	if (!dev->ops->stage)
+		return -EOPNOTSUPP;
+	/* The engine stages its own slots: a bad range is a bug there. */
+	assert(len_bytes && off_bytes % dev->caps.lblock_bytes == 0 &&
+	       len_bytes % dev->caps.lblock_bytes == 0 &&
+	       off_bytes / dev->caps.zone_size_bytes ==
+		       (off_bytes + len_bytes - 1) /
+			       dev->caps.zone_size_bytes &&
+	       off_bytes + len_bytes <= dev->caps.capacity_bytes);
+	return dev->ops->stage(dev, off_bytes, buf, len_bytes);
+}
+
 static void dev_done_cb(struct za_io_defer *d)
 {
 	struct za_dev_req *req = container_of(d, struct za_dev_req, defer);

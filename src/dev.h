@@ -154,6 +154,9 @@ struct za_dev_req {
 	void (*done)(struct za_dev_req *req);
 	void *priv;
 	enum za_dev_prio prio; /* 0 (NORMAL) unless set */
+	/* WRITE: the data is in place already (za_dev_stage() of the same
+	 * range returned 0); buf is not read. false unless set. */
+	bool staged;
 
 	/* Set before done() runs. */
 	int result; /* 0 or -errno */
@@ -197,6 +200,20 @@ struct za_dev_ops {
 	 * cache holds, close open zones. Returns 0 or -EOPNOTSUPP.
 	 */
 	int (*power_cut)(struct za_dev *dev);
+	/*
+	 * Optional, synchronous, any thread. Put @len_bytes from @buf where
+	 * a later WRITE of that range will put them, ahead of the write: a
+	 * drive with memory the host can write into (the emulated drive's
+	 * mapping; a controller memory buffer). The caller guarantees the
+	 * range is past the zone's write pointer and that no reset, finish
+	 * or write of it runs meanwhile; nothing there is readable until
+	 * the WRITE with req->staged moves the write pointer over it. The
+	 * stores are visible to other threads when it returns. Returns 0,
+	 * or -EOPNOTSUPP where the drive cannot (conventional zones too):
+	 * the caller then writes the usual way.
+	 */
+	int (*stage)(struct za_dev *dev, uint64_t off_bytes, const void *buf,
+		     uint64_t len_bytes);
 	/* Synchronous. No request may be in flight. Frees @dev. */
 	void (*close)(struct za_dev *dev);
 };
@@ -231,6 +248,12 @@ int za_dev_report_zones(struct za_dev *dev, uint64_t from_bytes,
 /* Report every zone into a new array (free() it). */
 int za_dev_report_all(struct za_dev *dev, struct za_zone **zones, unsigned *nr);
 int za_dev_power_cut(struct za_dev *dev);
+/*
+ * Stage a WRITE's data ahead of it (see za_dev_ops.stage): any thread.
+ * Returns 0, or -EOPNOTSUPP when the backend cannot (write normally).
+ */
+int za_dev_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
+		 uint64_t len_bytes);
 
 /* Synchronous helpers (run the loop until done) for tools and tests. */
 int za_dev_io_sync(struct za_dev *dev, enum za_dev_op op, uint64_t off_bytes,

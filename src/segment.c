@@ -413,6 +413,8 @@ static void stream_fini(struct stream *st)
 		free(s->lbas);
 		free(s->reqs);
 		free(s->hdr);
+		free(s->col_dev);
+		free(s->col_off);
 		free(s);
 	}
 	za_ec_free(st->ec);
@@ -974,7 +976,12 @@ struct za_stripe_w *za_engine_stripe_get_stream(struct za_engine *e,
 		s->reqs = calloc((size_t)st->l.width * st->parts,
 				 sizeof(*s->reqs));
 		s->hdr = malloc(sizeof(*s->hdr));
-		if (!s->buf || !s->lbas || !s->reqs || !s->hdr) {
+		s->col_dev = calloc(st->l.width, sizeof(*s->col_dev));
+		s->col_off = calloc(st->l.width, sizeof(*s->col_off));
+		if (!s->buf || !s->lbas || !s->reqs || !s->hdr || !s->col_dev ||
+		    !s->col_off) {
+			free(s->col_dev);
+			free(s->col_off);
 			free(s->buf);
 			free(s->lbas);
 			free(s->reqs);
@@ -1096,6 +1103,7 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 {
 	uint8_t *payload[ZA_EC_MAX_WIDTH], *lbat[ZA_EC_MAX_WIDTH];
 	uint32_t blk_crc[ZA_EC_MAX_WIDTH][ZA_STRIPE_MAX_COL_BLOCKS];
+	uint64_t stage = 0; /* columns still being staged */
 	unsigned c;
 	uint32_t j;
 
@@ -1104,6 +1112,8 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 
 		payload[c] = col + ZA_STRIPE_HDR_BYTES;
 		lbat[c] = col + ZA_STRIPE_LBA_OFF;
+		if (s->col_dev[c] && s->col_dev[c]->ops->stage)
+			stage |= 1ull << c;
 	}
 	/* Padding blocks are zeroed: nothing stale reaches a drive. */
 	for (j = s->nr_blocks; j < l->data_blocks; j++) {
@@ -1143,6 +1153,14 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 		for (c = 0; c < l->width; c++)
 			if (!(absent & (1ull << c)))
 				blk_crc[c][j] = za_crc32c(row[c], 4096);
+		/* And into the drives while the row is in the cache. */
+		for (c = 0; c < l->width; c++)
+			if ((stage & (1ull << c)) &&
+			    za_dev_stage(s->col_dev[c],
+					 s->col_off[c] + ZA_STRIPE_HDR_BYTES +
+						 off,
+					 row[c], 4096) < 0)
+				stage &= ~(1ull << c);
 	}
 	for (c = 0; c < l->width; c++) {
 		if (absent & (1ull << c))
@@ -1152,7 +1170,13 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 		       l->col_blocks * sizeof(uint32_t));
 		h->lba_crc = za_crc32c(lbat[c], ZA_STRIPE_LBA_BYTES);
 		za_stripe_hdr_encode(h, s->buf + c * l->slot_bytes);
+		if ((stage & (1ull << c)) &&
+		    za_dev_stage(s->col_dev[c], s->col_off[c],
+				 s->buf + c * l->slot_bytes,
+				 ZA_STRIPE_HDR_BYTES) < 0)
+			stage &= ~(1ull << c);
 	}
+	s->staged = stage;
 }
 
 static void col_write_done(struct za_dev_req *req);
@@ -1179,6 +1203,7 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	struct stream *st = grp->st;
 	const struct za_stripe_layout *l = &st->l;
 	struct za_segment *g = grp->segs[grp->next_pos % grp->w];
+	unsigned c;
 
 	s->seg = g;
 	s->group_id = grp->id;
@@ -1191,6 +1216,13 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
 		group_stop(e, grp);
 	stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
+	for (c = 0; c < l->width; c++) {
+		const struct member *m = &e->m[g->member[c]];
+
+		s->col_dev[c] = s->absent & (1ull << c) ? NULL : m->dev;
+		s->col_off[c] = (uint64_t)g->zone[c] * m->zone_bytes +
+				(uint64_t)s->stripe_idx * l->slot_bytes;
+	}
 	if (e->prep && st->id == ZA_STREAM_DATA) {
 		/* Parity and checksums on the worker; its FIFO keeps this
 		 * segment's stripes in order on their way to the zones. */
@@ -1246,8 +1278,14 @@ static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
 			  ZA_DEV_OP_WRITE, off, l->slot_bytes,
 			  s->buf + c * l->slot_bytes, col_write_done, s);
-		for (part = 0; part < st->parts; part++)
-			za_dev_submit(m->dev, &s->reqs[c * st->parts + part]);
+		for (part = 0; part < st->parts; part++) {
+			struct za_dev_req *r = &s->reqs[c * st->parts + part];
+
+			r->staged = ((s->staged >> c) & 1) &&
+				    s->col_dev[c] == m->dev;
+			e->st.cols_staged += r->staged && !part;
+			za_dev_submit(m->dev, r);
+		}
 	}
 }
 

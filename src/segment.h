@@ -144,6 +144,11 @@ struct za_stripe_w {
 	struct za_work work; /* parity and headers on the engine's worker */
 	struct za_stripe_hdr *hdr; /* the header its columns share */
 	uint64_t absent; /* columns not written, at dispatch */
+	/* Where each column goes, set at dispatch for the worker's staging
+	 * (width entries), and the columns whose every byte it staged. */
+	struct za_dev **col_dev;
+	uint64_t *col_off;
+	uint64_t staged;
 	struct za_engine *eng;
 	struct za_segment *seg;
 	struct za_stripe_w *next;
@@ -539,6 +544,7 @@ int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc);
 struct za_engine_stats {
 	uint64_t stripes_written;
 	uint64_t stripes_rewritten; /* written again after a column failed */
+	uint64_t cols_staged; /* column writes whose data was staged */
 	uint64_t segs_opened, segs_sealed, groups_opened;
 	uint64_t blocks_read, blocks_repaired;
 	uint64_t free_zones; /* over all writable members */
