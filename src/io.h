@@ -49,6 +49,13 @@ int za_io_new(struct ev_loop *loop, struct za_io **out);
 void za_io_free(struct za_io *io);
 struct ev_loop *za_io_loop(struct za_io *io);
 
+/*
+ * Keep polling, not blocking, for @poll_ns after each loop iteration that
+ * had work (0, the default: block at once). It costs CPU while it polls
+ * and saves a sleep and a wake-up when work comes within the window.
+ */
+void za_io_set_poll(struct za_io *io, uint64_t poll_ns);
+
 /* Monotonic time in nanoseconds. */
 uint64_t za_io_now_ns(void);
 

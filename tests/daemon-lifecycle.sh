@@ -5,7 +5,7 @@
 # (and keeps serving), exits 0 on SIGTERM, SIGINT and `zarray shutdown`
 # and removes its socket, replaces the stale socket a killed daemon left,
 # and without -f returns only once it serves. Bad zarrayd command lines
-# exit 2; a run directory it cannot create exits 1 with the reason.
+# (--poll-us out of range too) exit 2, and --poll-us 0 serves; a run directory it cannot create exits 1 with the reason.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
@@ -84,14 +84,29 @@ expect_fail 2 "zarrayd unknown option" "$ZARRAYD" --frobnicate
 expect_fail 2 "zarrayd extra argument" "$ZARRAYD" -f extra
 expect_fail 2 "zarrayd option without its value" "$ZARRAYD" -s
 grep -q "^zarrayd: option requires an argument -- 's'" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+for v in -1 100001 5x "" " 5"; do
+	expect_fail 2 "zarrayd --poll-us '$v'" "$ZARRAYD" -f --poll-us "$v"
+	grep -q "^zarrayd: --poll-us is a number of microseconds from 0 to 100000, not '$v'" "$SCRATCH/err" ||
+		fail "--poll-us '$v': $(cat "$SCRATCH/err")"
+done
 "$ZARRAYD" --help >"$SCRATCH/help" || fail "zarrayd --help: exit $?"
 grep -q "^Usage: zarrayd \[-s SOCKET\] \[--run-dir DIR\] \[--state-dir DIR\] \[-f\] \[-v\]" "$SCRATCH/help" &&
 	grep -q -- "--socket PATH .*(default /run/zarray/zarrayd.sock)" "$SCRATCH/help" &&
 	grep -q -- "--run-dir DIR .*(default /run/zarray)" "$SCRATCH/help" &&
 	grep -q -- "--state-dir DIR .*(default /var/lib/zarray)" "$SCRATCH/help" ||
 	fail "zarrayd --help: $(cat "$SCRATCH/help")"
-pass "zarrayd --help: the options and their defaults"
+grep -q -- "--poll-us N .*poll for N microseconds" "$SCRATCH/help" &&
+	grep -q "(default 300; 0: sleep at once)" "$SCRATCH/help" ||
+	fail "zarrayd --help: no --poll-us: $(cat "$SCRATCH/help")"
+pass "zarrayd --help: the options and their defaults; bad --poll-us values exit 2"
 touch "$SCRATCH/file"
 expect_fail 1 "run directory under a file" \
 	"$ZARRAYD" -f -s "$SCRATCH/file/x.sock" --run-dir "$SCRATCH/file/run" --state-dir "$STATE"
 grep -q "cannot create the run directory" "$SCRATCH/err" || fail "message: $(cat "$SCRATCH/err")"
+
+start_daemon --poll-us 0
+"$ZARRAY" list 2>/dev/null >/dev/null || [ $? = 1 ] || fail "list with --poll-us 0"
+stop_daemon TERM
+[ "$DAEMON_RC" = 0 ] || fail "--poll-us 0: exit $DAEMON_RC on SIGTERM"
+DAEMON_PID=""
+pass "--poll-us 0: serves and stops"

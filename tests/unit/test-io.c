@@ -2,8 +2,9 @@
 /*
  * test-io.c - the event context: deferred callbacks run later and in
  * order, timed ones by deadline, deferrals from a callback wait for the
- * next iteration, timeouts are reported, and io_uring completions reach
- * their handler through the eventfd.
+ * next iteration, timeouts are reported, io_uring completions reach
+ * their handler through the eventfd, and a polling loop does not sleep
+ * right after work but does once its window has passed.
  */
 #include <check.h>
 
@@ -11,6 +12,9 @@
 #include <errno.h>
 #include <liburing.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <ev.h>
 
 #include "io.h"
 
@@ -167,6 +171,106 @@ START_TEST(test_uring_big)
 }
 END_TEST
 
+/* ---- polling ---- */
+
+static void flag_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	*(bool *)w->data = true;
+}
+
+static void pipe_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	char c;
+
+	(void)loop;
+	(void)revents;
+	ck_assert_int_eq(read(w->fd, &c, 1), 1);
+	*(int *)w->data += 1;
+}
+
+/*
+ * Loop iterations, after some work (a pipe became readable), until a
+ * timer @after_s away fires, stopping at @max. A loop that sleeps when it
+ * has nothing to do takes one, or a few if the kernel wakes it early; one
+ * that polls takes as many as it can.
+ */
+static unsigned iterations_after_work(struct za_io *io, double after_s,
+				      unsigned max)
+{
+	struct ev_loop *loop = za_io_loop(io);
+	int fds[2], got = 0;
+	bool fired = false;
+	unsigned n = 0;
+	ev_io rd;
+	ev_timer t;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	ev_io_init(&rd, pipe_cb, fds[0], EV_READ);
+	rd.data = &got;
+	ev_io_start(loop, &rd);
+	ck_assert_int_eq(write(fds[1], "x", 1), 1);
+	while (!got)
+		za_io_run_once(io);
+	ev_timer_init(&t, flag_timer_cb, after_s, 0.0);
+	t.data = &fired;
+	ev_timer_start(loop, &t);
+	while (!fired && n < max) {
+		za_io_run_once(io);
+		n++;
+	}
+	ev_timer_stop(loop, &t);
+	ev_io_stop(loop, &rd);
+	close(fds[0]);
+	close(fds[1]);
+	return n;
+}
+
+/* Iterations until a timer @after_s away fires, with no work before. */
+static unsigned iterations_idle(struct za_io *io, double after_s, unsigned max)
+{
+	struct ev_loop *loop = za_io_loop(io);
+	bool fired = false;
+	unsigned n = 0;
+	ev_timer t;
+
+	ev_timer_init(&t, flag_timer_cb, after_s, 0.0);
+	t.data = &fired;
+	ev_timer_start(loop, &t);
+	while (!fired && n < max) {
+		za_io_run_once(io);
+		n++;
+	}
+	ev_timer_stop(loop, &t);
+	return n;
+}
+
+/*
+ * za_io_set_poll(): without it (and with 0) the loop sleeps when it has
+ * nothing to do, right after work too; with a window it sleeps when the
+ * window has passed and polls after the next work (a thousand iterations
+ * before a 2 s timer: each takes microseconds). Counting iterations rather
+ * than timing them keeps a slow machine from deciding the result.
+ */
+START_TEST(test_poll_window)
+{
+	struct za_io *io;
+
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	ck_assert_uint_le(iterations_after_work(io, 0.02, 1000), 3);
+	za_io_set_poll(io, 0);
+	ck_assert_uint_le(iterations_after_work(io, 0.02, 1000), 3);
+	/* A window that has passed when the work comes: the work opens it
+	 * again (1000 iterations in 200 ms, 200 us each at most). */
+	za_io_set_poll(io, 200000000);
+	usleep(300000);
+	ck_assert_uint_le(iterations_idle(io, 0.02, 1000), 3);
+	ck_assert_uint_eq(iterations_after_work(io, 2.0, 1000), 1000);
+	za_io_free(io);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("io");
@@ -177,6 +281,7 @@ int main(void)
 	tcase_add_test(tc, test_defer_at_order);
 	tcase_add_test(tc, test_uring_nop);
 	tcase_add_test(tc, test_uring_big);
+	tcase_add_test(tc, test_poll_window);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
