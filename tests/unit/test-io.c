@@ -190,44 +190,7 @@ static void pipe_cb(struct ev_loop *loop, ev_io *w, int revents)
 	*(int *)w->data += 1;
 }
 
-/*
- * Loop iterations, after some work (a pipe became readable), until a
- * timer @after_s away fires, stopping at @max. A loop that sleeps when it
- * has nothing to do takes one, or a few if the kernel wakes it early; one
- * that polls takes as many as it can.
- */
-static unsigned iterations_after_work(struct za_io *io, double after_s,
-				      unsigned max)
-{
-	struct ev_loop *loop = za_io_loop(io);
-	int fds[2], got = 0;
-	bool fired = false;
-	unsigned n = 0;
-	ev_io rd;
-	ev_timer t;
-
-	ck_assert_int_eq(pipe(fds), 0);
-	ev_io_init(&rd, pipe_cb, fds[0], EV_READ);
-	rd.data = &got;
-	ev_io_start(loop, &rd);
-	ck_assert_int_eq(write(fds[1], "x", 1), 1);
-	while (!got)
-		za_io_run_once(io);
-	ev_timer_init(&t, flag_timer_cb, after_s, 0.0);
-	t.data = &fired;
-	ev_timer_start(loop, &t);
-	while (!fired && n < max) {
-		za_io_run_once(io);
-		n++;
-	}
-	ev_timer_stop(loop, &t);
-	ev_io_stop(loop, &rd);
-	close(fds[0]);
-	close(fds[1]);
-	return n;
-}
-
-/* Iterations until a timer @after_s away fires, with no work before. */
+/* Loop iterations until a timer @after_s away fires, stopping at @max. */
 static unsigned iterations_idle(struct za_io *io, double after_s, unsigned max)
 {
 	struct ev_loop *loop = za_io_loop(io);
@@ -243,6 +206,33 @@ static unsigned iterations_idle(struct za_io *io, double after_s, unsigned max)
 		n++;
 	}
 	ev_timer_stop(loop, &t);
+	return n;
+}
+
+/*
+ * The same, right after some work (a pipe became readable). A loop that
+ * sleeps when it has nothing to do takes one iteration, or a few if the
+ * kernel wakes it early; one that polls takes as many as it can.
+ */
+static unsigned iterations_after_work(struct za_io *io, double after_s,
+				      unsigned max)
+{
+	struct ev_loop *loop = za_io_loop(io);
+	int fds[2], got = 0;
+	unsigned n;
+	ev_io rd;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	ev_io_init(&rd, pipe_cb, fds[0], EV_READ);
+	rd.data = &got;
+	ev_io_start(loop, &rd);
+	ck_assert_int_eq(write(fds[1], "x", 1), 1);
+	while (!got)
+		za_io_run_once(io);
+	n = iterations_idle(io, after_s, max);
+	ev_io_stop(loop, &rd);
+	close(fds[0]);
+	close(fds[1]);
 	return n;
 }
 
