@@ -157,6 +157,7 @@ static void fault_submit(struct za_dev *dev, struct za_dev_req *req)
 	fr->shadow.len_bytes = req->len_bytes;
 	fr->shadow.buf = req->buf;
 	fr->shadow.prio = req->prio;
+	fr->shadow.staged = req->staged;
 	fr->shadow.done = fault_shadow_done;
 	za_dev_submit(f->inner, &fr->shadow);
 }
@@ -182,6 +183,18 @@ static int fault_report_zones(struct za_dev *dev, uint64_t from_bytes,
 	return 0;
 }
 
+/*
+ * Any thread: staging is passed on untouched. It reads none of the
+ * wrapper's state (the loop owns that); the WRITE that follows meets the
+ * injected faults like any other, and a refused one leaves the staged
+ * bytes past the write pointer, where nothing reads them.
+ */
+static int fault_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
+		       uint64_t len_bytes)
+{
+	return za_dev_stage(to_fault(dev)->inner, off_bytes, buf, len_bytes);
+}
+
 static int fault_power_cut(struct za_dev *dev)
 {
 	return za_dev_power_cut(to_fault(dev)->inner);
@@ -198,6 +211,7 @@ static void fault_close(struct za_dev *dev)
 
 static const struct za_dev_ops fault_ops = {
 	.name = "fault",
+	.stage = fault_stage,
 	.report_zones = fault_report_zones,
 	.submit = fault_submit,
 	.power_cut = fault_power_cut,

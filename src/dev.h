@@ -210,7 +210,7 @@ struct za_dev_ops {
 	 * the WRITE with req->staged moves the write pointer over it. The
 	 * stores are visible to other threads when it returns. Returns 0,
 	 * or -EOPNOTSUPP where the drive cannot (conventional zones too):
-	 * the caller then writes the usual way.
+	 * the caller then writes the usual way. A wrapper passes it on.
 	 */
 	int (*stage)(struct za_dev *dev, uint64_t off_bytes, const void *buf,
 		     uint64_t len_bytes);

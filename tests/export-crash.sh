@@ -3,8 +3,9 @@
 # SIGKILL of zarrayd at random moments, and emulated power cuts that drop
 # the drives' volatile caches, when read back through the NBD export.
 #
-# How: a 4+2 array on 8 emulated drives (32 MiB volatile cache each) with
-# a 128 MiB volume. Each of ~20 iterations starts zarrayd (which assembles
+# How: a 4+2 array on 8 emulated drives (32 MiB volatile cache each; half
+# of them preallocated, so that their columns are staged ahead of their
+# writes, docs/design.md 3.1) with a 128 MiB volume. Each of ~20 iterations starts zarrayd (which assembles
 # the recorded array and recovers its volume from the drives), times it
 # until the export answers (the recovery time, printed), then checks the
 # whole volume against an oracle: with qemu-io `read -P` for every block
@@ -52,7 +53,8 @@ crash_cleanup() {
 trap crash_cleanup EXIT
 
 cd "$SCRATCH"
-"$ZARRAY" emu create --size 512M --zone-size 16M --cache 32M d{0..7}.img >/dev/null
+"$ZARRAY" emu create --size 512M --zone-size 16M --cache 32M d{0..3}.img >/dev/null
+"$ZARRAY" emu create --preallocate --size 512M --zone-size 16M --cache 32M d{4..7}.img >/dev/null
 start_daemon
 "$ZARRAY" create t --data 4 --parity 2 --size 128M d*.img >/dev/null 2>create.err ||
 	fail "create: $(cat create.err)"

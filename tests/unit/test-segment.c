@@ -48,9 +48,9 @@ static uint64_t rng = 88172645463325252ull;
 /* Engines prepare data stripes on the loop, not on their worker thread
  * (the second half of some loop tests). */
 static bool inline_prep;
-/* Preallocated drives, not wrapped in the fault backend: the engine then
- * stages its columns (za_dev_stage()), which the wrapper does not offer. */
-static bool raw_prealloc;
+/* Preallocated drives (under the fault wrapper, as all are here): the
+ * engine then stages its columns (za_dev_stage()). */
+static bool prealloc;
 
 static uint64_t rnd(void)
 {
@@ -97,13 +97,10 @@ static void tarr_make(struct tarr *t, unsigned n, unsigned k, unsigned p,
 		ep.nr_conv_zones = i % 3 == 1 ? 1 : 0;
 		ep.size_bytes = (uint64_t)(zones_base + i % zones_spread) << 20;
 		ep.cache_bytes = 0;
-		ep.prealloc = raw_prealloc;
+		ep.prealloc = prealloc;
 		ck_assert_int_eq(za_emu_create(path, &ep, true), 0);
 		ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
-		if (raw_prealloc)
-			t->devs[i] = inner;
-		else
-			ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
+		ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
 		t->states[i] = ZA_MEMBER_ONLINE;
 	}
 	t->prm.geom.k = (uint8_t)k;
@@ -131,7 +128,7 @@ static void tarr_free(struct tarr *t)
 	char path[300];
 
 	inline_prep = false; /* for the next test, also without forks */
-	raw_prealloc = false;
+	prealloc = false;
 
 	while (za_engine_busy(t->e))
 		za_io_run_once(t->io);
@@ -344,7 +341,7 @@ START_TEST(test_geometry)
 	za_engine_get_stats(t.e, &st);
 	ck_assert_uint_eq(st.stripes_written, nw);
 	ck_assert_uint_ge(st.segs_opened, g->n / width);
-	/* The fault wrapper offers no staging: every column is copied. */
+	/* Sparse drives take no staging: every column is copied. */
 	ck_assert_uint_eq(st.cols_staged, 0);
 	/* The first group spans every member it can, written round robin. */
 	{
@@ -443,8 +440,9 @@ END_TEST
  * each row of blocks right after its parity and CRCs, the header last;
  * the WRITE then only moves the write pointer) read back byte for byte,
  * every column of every stripe was staged, and a restart's recovery finds
- * every stripe from the staged headers. Loop: the geometry table, stripes
- * prepared on the worker, then inline on the loop.
+ * every stripe from the staged headers; the fault wrapper passes staging
+ * on. Loop: the geometry table, stripes prepared on the worker, then
+ * inline on the loop.
  */
 static unsigned rec_count;
 static void tarr_restart(struct tarr *t);
@@ -460,7 +458,7 @@ START_TEST(test_staged_columns)
 
 	rng = 0x5746u + (unsigned)_i;
 	inline_prep = (unsigned)_i >= NR_GEOS;
-	raw_prealloc = true;
+	prealloc = true;
 	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, g->zones_base,
 		  g->zones_spread);
 	l = za_engine_layout(t.e);
@@ -477,7 +475,6 @@ START_TEST(test_staged_columns)
 	for (i = 0; i < nw; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
 				 0);
-	raw_prealloc = true; /* tarr_restart() reopens them unwrapped */
 	tarr_restart(&t);
 	ck_assert_uint_eq(rec_count, nw);
 	for (i = 0; i < nw; i++)
@@ -633,6 +630,7 @@ START_TEST(test_fail_while_writing)
 
 	rng = 4242 + (uint64_t)(_i % 4);
 	inline_prep = _i >= 4; /* the second four: prepared on the loop */
+	prealloc = _i % 2; /* every other: columns staged (za_dev_stage()) */
 	tarr_make(&t, n, k, p, 4096, 2, 10, 3);
 	/* One member dies at a random op (the engine finds out by itself),
 	 * another is failed by hand at a random point. */
@@ -678,6 +676,11 @@ START_TEST(test_fail_while_writing)
 	ck_assert_uint_ne(t.fail_seq[f2], 0);
 	za_engine_get_stats(t.e, &st);
 	ck_assert_uint_eq(st.stripes_written, nw);
+	/* Staged where the drives take it, not elsewhere. */
+	if (prealloc)
+		ck_assert_uint_gt(st.cols_staged, 0);
+	else
+		ck_assert_uint_eq(st.cols_staged, 0);
 	audit_headers(&t, width);
 	for (i = 0; i < nw; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
@@ -926,10 +929,7 @@ static void tarr_restart(struct tarr *t)
 		za_dev_close(t->devs[i]);
 		snprintf(path, sizeof(path), "%s/d%03u", t->dir, i);
 		ck_assert_int_eq(za_dev_open(t->io, path, 0, &inner), 0);
-		if (raw_prealloc)
-			t->devs[i] = inner;
-		else
-			ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
+		ck_assert_int_eq(za_fault_wrap(inner, &t->devs[i]), 0);
 	}
 	ck_assert_int_eq(za_engine_new(t->io, &t->prm, &t->e), 0);
 	rec_count = 0;
