@@ -1270,13 +1270,11 @@ static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 		s->pending += s->absent & (1ull << c) ? 0 : st->parts;
 	for (c = 0; c < l->width; c++) {
 		struct member *m = &e->m[g->member[c]];
-		uint64_t off = (uint64_t)g->zone[c] * m->zone_bytes +
-			       (uint64_t)s->stripe_idx * l->slot_bytes;
-
 		if (s->absent & (1ull << c))
 			continue; /* born lost: nothing to write */
+		/* The slot dispatch chose (and the worker staged into). */
 		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
-			  ZA_DEV_OP_WRITE, off, l->slot_bytes,
+			  ZA_DEV_OP_WRITE, s->col_off[c], l->slot_bytes,
 			  s->buf + c * l->slot_bytes, col_write_done, s);
 		for (part = 0; part < st->parts; part++) {
 			struct za_dev_req *r = &s->reqs[c * st->parts + part];
