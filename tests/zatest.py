@@ -82,8 +82,11 @@ def _libnbd():
             ("nbd_aio_notify_write", ctypes.c_int, [vp]),
             ("nbd_can_multi_conn", ctypes.c_int, [vp]),
             ("nbd_can_fua", ctypes.c_int, [vp]),
-            ("nbd_pread", ctypes.c_int, [vp, vp, ctypes.c_size_t, u64,
-                                         ctypes.c_uint32]),
+            ("nbd_aio_pread", i64, [vp, vp, ctypes.c_size_t, u64,
+                                    _Completion, ctypes.c_uint32]),
+            ("nbd_aio_connect_uri", ctypes.c_int, [vp, ctypes.c_char_p]),
+            ("nbd_aio_is_connecting", ctypes.c_int, [vp]),
+            ("nbd_aio_is_ready", ctypes.c_int, [vp]),
             ("nbd_close", None, [vp])):
         f = getattr(lib, name)
         f.restype = res
@@ -99,12 +102,26 @@ class NbdError(Failure):
 class Nbd:
     """One NBD connection; asynchronous writes, trims, zeroes, flushes."""
 
+    # No reply within this long is a stalled server, not a slow one: the
+    # caller fails rather than waits forever (writes have their own, in
+    # Client).
+    TIMEOUT_S = 60
+
     def __init__(self, uri):
         self.lib = _libnbd()
         self.h = self.lib.nbd_create()
         if not self.h:
             raise NbdError("nbd_create: %s" % self._err())
-        if self.lib.nbd_connect_uri(self.h, uri.encode()) != 0:
+        # The handshake asynchronously, so that it can time out.
+        t0 = time.monotonic()
+        ok = self.lib.nbd_aio_connect_uri(self.h, uri.encode()) == 0
+        while ok and self.lib.nbd_aio_is_connecting(self.h) == 1:
+            if time.monotonic() - t0 > self.TIMEOUT_S:
+                self.close()
+                raise NbdError("connect %s: no handshake within %d s "
+                               "(a stalled server?)" % (uri, self.TIMEOUT_S))
+            ok = self.lib.nbd_poll(self.h, 1000) >= 0
+        if not ok or self.lib.nbd_aio_is_ready(self.h) != 1:
             err = self._err()
             self.close()
             raise NbdError("connect %s: %s" % (uri, err))
@@ -175,10 +192,22 @@ class Nbd:
 
     def pread(self, off, n):
         buf = ctypes.create_string_buffer(n)
-        if self.lib.nbd_pread(self.h, buf, n, off, 0) != 0:
-            raise NbdError("read of %d bytes at %d: %s" %
-                           (n, off, self._err()))
-        return buf.raw
+        c = self._cookie(self.lib.nbd_aio_pread(
+            self.h, buf, n, off, _Completion(), 0), "read")
+        t0 = time.monotonic()
+        while True:
+            r = self.lib.nbd_aio_command_completed(self.h, c)
+            if r == 1:
+                return buf.raw
+            if r < 0:
+                break
+            if time.monotonic() - t0 > self.TIMEOUT_S:
+                raise NbdError("read of %d bytes at %d: no reply within "
+                               "%d s (a stalled command?)" %
+                               (n, off, self.TIMEOUT_S))
+            if self.lib.nbd_poll(self.h, 1000) < 0:
+                break
+        raise NbdError("read of %d bytes at %d: %s" % (n, off, self._err()))
 
     def read_all(self, piece=4 << 20):
         out = bytearray()
