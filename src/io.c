@@ -123,7 +123,10 @@ static void io_check_cb(struct ev_loop *loop, ev_check *w, int revents)
 		/*
 		 * Check watchers run first among what the poll found (libev
 		 * invokes the pending in reverse order of queueing): anything
-		 * pending besides our idle watcher is work.
+		 * pending besides our idle watcher is work. This needs
+		 * io->check to be the loop's only check watcher (a second
+		 * one would count as work on every iteration, and the loop
+		 * would never sleep), and all watchers at one priority.
 		 */
 		unsigned n = ev_pending_count(loop);
 

@@ -1269,20 +1269,24 @@ static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 	for (c = 0; c < l->width; c++)
 		s->pending += s->absent & (1ull << c) ? 0 : st->parts;
 	for (c = 0; c < l->width; c++) {
-		struct member *m = &e->m[g->member[c]];
 		if (s->absent & (1ull << c))
 			continue; /* born lost: nothing to write */
-		/* The slot dispatch chose (and the worker staged into). */
+		/*
+		 * The slot dispatch chose (and the worker staged into). A
+		 * column changes member only when it is rebuilt, which no
+		 * segment with stripes in flight is: dispatch's device is
+		 * still the member's.
+		 */
+		assert(s->col_dev[c] == e->m[g->member[c]].dev);
 		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
 			  ZA_DEV_OP_WRITE, s->col_off[c], l->slot_bytes,
 			  s->buf + c * l->slot_bytes, col_write_done, s);
 		for (part = 0; part < st->parts; part++) {
 			struct za_dev_req *r = &s->reqs[c * st->parts + part];
 
-			r->staged = ((s->staged >> c) & 1) &&
-				    s->col_dev[c] == m->dev;
+			r->staged = (s->staged >> c) & 1;
 			e->st.cols_staged += r->staged && !part;
-			za_dev_submit(m->dev, r);
+			za_dev_submit(s->col_dev[c], r);
 		}
 	}
 }
