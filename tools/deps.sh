@@ -8,9 +8,10 @@ libisal-dev liburing-dev libzbd-dev libprotobuf-c-dev protobuf-c-compiler
 libev-dev check clang-format python3"
 # Tests: zone tools, and the guest for real zoned drives.
 # NBD clients (nbdinfo, nbdcopy, nbdfuse), qemu-io, fio with its nbd engine,
-# nbdkit (the reference peer), mkfs/fsck.
+# nbdkit (the reference peer), mkfs/fsck; gdb, for the threads of a hung
+# test (tests/run-test), and procps for its process listing.
 ZA_TEST_PKGS="zbd-utils util-linux python3 libnbd-bin qemu-utils fio nbdkit
-e2fsprogs"
+e2fsprogs gdb procps"
 ZA_VM_PKGS="qemu-system-x86 busybox-static cpio kmod"
 
 za_missing_pkgs() {
