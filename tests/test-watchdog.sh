@@ -4,8 +4,9 @@
 # test's exit status is passed through; a test that outlives
 # ZA_TEST_TIMEOUT is killed with all it started (a thread blocked in its
 # own process, a child in another session) and fails with 124 and HUNG:
-# lines naming its processes and their threads; processes a finished test
-# left behind, even in a session of their own, are killed.
+# lines naming its processes and their threads; a SIGTERM to the
+# watchdog stops the test with it (143, not a hang); processes a finished
+# test left behind, even in a session of their own, are killed.
 . "$(dirname "$0")/lib.sh"
 need python3
 RUN_TEST="$top_srcdir/tests/run-test"
@@ -44,3 +45,16 @@ pass "a hang fails with 124, names its processes and threads, and is killed"
 sleep 0.2
 pgrep -f "$tag-left" >/dev/null && fail "a process left behind is still running"
 pass "what a finished test left running is killed"
+
+# Stopped from outside (make interrupted, a tier out of budget): the
+# signal goes on to the test, which ends by it, not as a hang.
+"$RUN_TEST" sh -c "sleep 1000; : $tag-term" >"$SCRATCH/out" 2>&1 &
+wd=$!
+sleep 0.5
+kill -TERM "$wd"
+rc=0
+wait "$wd" || rc=$?
+[ "$rc" -eq 143 ] || fail "a test stopped by SIGTERM exited $rc, want 143: $(cat "$SCRATCH/out")"
+grep -q HUNG "$SCRATCH/out" && fail "a stopped test was reported as hung"
+pgrep -f "$tag-term" >/dev/null && fail "the stopped test is still running"
+pass "a SIGTERM to the watchdog stops its test (143), not reported as a hang"
