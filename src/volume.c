@@ -150,6 +150,8 @@ struct eflush {
  * a writer faster than the drives must not queue without bound).
  */
 #define MAX_DATA_INFLIGHT 32u
+/* Journal stripes on their way at most (one per synced small write). */
+#define MAX_JRNL_INFLIGHT 64u
 
 struct za_volume {
 	struct za_io *io;
@@ -171,7 +173,9 @@ struct za_volume {
 	struct za_vol_req *stalled_head, *stalled_tail;
 	bool critical; /* free space below the user-write floor */
 	uint32_t data_credit; /* data stripes the free space allows */
+	uint32_t jrnl_credit; /* journal stripes the free space allows */
 	unsigned data_inflight; /* data stripes submitted, not complete */
+	unsigned jrnl_inflight; /* journal stripes submitted, not complete */
 	struct ckpt ck;
 };
 
@@ -374,6 +378,8 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 	ep->inflight--;
 	if (data)
 		v->data_inflight--;
+	else if (b->stream == v->jstream)
+		v->jrnl_inflight--;
 	progress(v);
 	ckpt_kick(v);
 	gc_kick(v);
@@ -386,6 +392,8 @@ static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 	b->ep->inflight++;
 	if (b->stream == ZA_STREAM_DATA)
 		v->data_inflight++;
+	else if (b->stream == v->jstream)
+		v->jrnl_inflight++;
 	b->s->nr_blocks = b->nr;
 	b->s->kind = b->kind ? b->kind : ZA_STRIPE_DATA;
 	b->s->done = vbuf_done;
@@ -718,20 +726,35 @@ static uint64_t gc_start_segs(const struct za_engine_space *sp)
 static bool space_critical(struct za_volume *v)
 {
 	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	const struct za_stripe_layout *jl =
+		za_engine_stream_layout(v->eng, v->jstream);
 	struct za_engine_space sp;
-	uint64_t per_seg, on_way, floor, credit;
+	uint64_t per_seg, jper_seg, on_way, floor, credit;
 
 	za_engine_space(v->eng, &sp);
 	per_seg = sp.data_blocks_per_seg / dl->data_blocks;
 	if (!per_seg)
 		per_seg = 1;
-	on_way = (v->data_inflight + per_seg - 1) / per_seg;
+	/*
+	 * Journal stripes take room too: a deep queue of small FUA writes
+	 * is a journal stripe each, and counted nowhere they took the
+	 * segments below the floor while GC ran (test_ckpt_below_floor).
+	 * A journal segment (p+1 zones) is counted as a whole data one.
+	 */
+	jper_seg = per_seg * dl->slot_bytes / jl->slot_bytes;
+	if (!jper_seg)
+		jper_seg = 1;
+	on_way = (v->data_inflight + per_seg - 1) / per_seg +
+		 (v->jrnl_inflight + jper_seg - 1) / jper_seg;
 	floor = gc_write_sets(&sp) + 1;
-	/* And no more data stripes on their way than the space above the
-	 * floor holds (always one, so that writes never wait on nothing). */
+	/* And no more stripes on their way than the space above the floor
+	 * holds (always one, so that writes never wait on nothing). */
 	credit = sp.free_segs > floor ? (sp.free_segs - floor) * per_seg : 1;
 	v->data_credit = credit < MAX_DATA_INFLIGHT ? (uint32_t)credit :
 						      MAX_DATA_INFLIGHT;
+	credit = sp.free_segs > floor ? (sp.free_segs - floor) * jper_seg : 1;
+	v->jrnl_credit = credit < MAX_JRNL_INFLIGHT ? (uint32_t)credit :
+						      MAX_JRNL_INFLIGHT;
 	return sp.free_segs < floor + on_way;
 }
 
@@ -778,7 +801,8 @@ uint64_t za_volume_max_size_without(const struct za_volume *v, const bool *gone)
 static bool can_write(const struct za_volume *v)
 {
 	return !(v->critical && v->gc.active) &&
-	       v->data_inflight < v->data_credit && v->ck.state != CK_QUIESCE;
+	       v->data_inflight < v->data_credit &&
+	       v->jrnl_inflight < v->jrnl_credit && v->ck.state != CK_QUIESCE;
 }
 
 /* What a held-back request is (za_vol_req.op). */
@@ -1618,8 +1642,9 @@ static void ckpt_end(struct za_volume *v, int err)
 	c->nr_parts = c->next_part = c->done_parts = 0;
 	c->state = CK_IDLE;
 	ckpt_answer(&c->cur_waiters, err);
-	resume_stalled(v);
+	/* GC before the held-back writes, as after a victim (gc_finish()). */
 	gc_kick(v);
+	resume_stalled(v);
 	ckpt_kick(v);
 }
 
@@ -1844,8 +1869,15 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 		return;
 	}
 	c->state = CK_WRITE;
-	resume_stalled(v);
+	/*
+	 * GC before the writes held back while we quiesced: let in first,
+	 * below the floor with GC idle, nothing holds them, and they take
+	 * the last free segments that a victim's live data and the journal
+	 * need (tools/zloop seed 7002, test_ckpt_below_floor). gc_kick()
+	 * resumes them itself when GC has nothing to do.
+	 */
 	gc_kick(v);
+	resume_stalled(v);
 	ckpt_pump(v);
 }
 

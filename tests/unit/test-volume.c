@@ -1371,6 +1371,8 @@ END_TEST
  * the last one a flush if @flush_last. @bufs holds SQ_DEPTH buffers of
  * two stripes. Every request must succeed.
  */
+static bool deep_fua; /* deep_batch(): single-block FUA writes instead */
+
 static void deep_batch(struct tvol *t, struct sq_req *q, uint8_t *bufs,
 		       uint64_t span, bool flush_last)
 {
@@ -1390,13 +1392,13 @@ static void deep_batch(struct tvol *t, struct sq_req *q, uint8_t *bufs,
 			za_volume_flush(t->v, &x->r);
 			continue;
 		}
-		x->n = 1 + rnd() % max_n;
+		x->n = deep_fua ? 1 : 1 + rnd() % max_n;
 		x->lba = rnd() % (span - x->n);
 		for (w = 0; w < x->n * 4096 / 8; w++)
 			((uint64_t *)buf)[w] = rnd();
 		memcpy(t->model + x->lba * 4096, buf, x->n * 4096);
 		za_volume_write(t->v, &x->r, x->lba * 4096, x->n * 4096, buf,
-				false);
+				deep_fua);
 	}
 	for (i = 0; i < SQ_DEPTH; i++) {
 		za_io_run_until(t->io, &q[i].d.done, 0);
@@ -1449,6 +1451,54 @@ static void child_below_floor(struct tvol *t, void *arg)
 }
 
 /*
+ * A default-size small-zones volume overwritten in a child process that
+ * dies while free space is below the floor, opened again until it opens
+ * below the floor (recovery may find free what the child did not: a
+ * reset it had started, and then the child goes on from there); its
+ * model is what recovery made of it. Returns the span written.
+ */
+static uint64_t open_below_floor(struct tvol *t, const struct small_geo *g)
+{
+	struct below_floor *bf;
+	struct za_engine_space sp;
+	uint64_t lba, fill;
+	unsigned tries;
+	int rc;
+
+	bf = mmap(NULL, sizeof(*bf), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(bf, MAP_FAILED);
+	tvol_make_small(t, g);
+	bf->fill = t->vol_blocks * 80 / 100;
+	for (lba = 0; lba + 16 <= bf->fill; lba += 16)
+		write_rand(t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t->v), 0);
+	for (tries = 0; tries < 8; tries++) {
+		rc = run_child(t, "", child_below_floor, bf);
+		ck_assert_msg(rc == ZA_CRASH_EXIT,
+			      "the child exited with %d, free space never "
+			      "below the floor",
+			      rc);
+		tvol_open(t, false);
+		za_engine_space(t->e, &sp);
+		if (sp.free_segs < write_floor_segs(&sp))
+			break;
+	}
+	ck_assert_msg(sp.free_segs < write_floor_segs(&sp),
+		      "reopened with %llu free segments, floor %llu: the "
+		      "case is not set up",
+		      (unsigned long long)sp.free_segs,
+		      (unsigned long long)write_floor_segs(&sp));
+	/* What recovery made of it is the truth from here. */
+	ck_assert_int_eq(
+		za_volume_read_sync(t->v, 0, t->vol_blocks * 4096, t->model),
+		0);
+	fill = bf->fill;
+	munmap(bf, sizeof(*bf));
+	return fill;
+}
+
+/*
  * Regression (found by tools/zloop, seed 7002): a volume opened with free
  * space below the floor took writes with the full stripe credit of an
  * empty one, because nothing had looked at the space yet, and GC, not
@@ -1465,54 +1515,63 @@ START_TEST(test_gc_restart_below_floor)
 {
 	const struct small_geo *g = &small_geos[_i];
 	static struct sq_req q[SQ_DEPTH];
-	struct below_floor *bf;
-	struct za_engine_space sp;
-	uint64_t vb, lba;
+	uint64_t fill;
 	uint8_t *bufs;
 	struct tvol t;
-	unsigned round, tries;
-	int rc;
+	unsigned round;
 
 	rng = 9300 + (uint64_t)_i;
-	bf = mmap(NULL, sizeof(*bf), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ck_assert_ptr_ne(bf, MAP_FAILED);
-	tvol_make_small(&t, g);
-	vb = t.vol_blocks;
-	bf->fill = vb * 80 / 100;
-	for (lba = 0; lba + 16 <= bf->fill; lba += 16)
-		write_rand(&t, lba, 16, false);
-	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
-
-	/* Recovery may find free what the child did not (a reset it had
-	 * started): then the child goes on from there. */
-	for (tries = 0; tries < 8; tries++) {
-		rc = run_child(&t, "", child_below_floor, bf);
-		ck_assert_msg(rc == ZA_CRASH_EXIT,
-			      "the child exited with %d, free space never "
-			      "below the floor",
-			      rc);
-		tvol_open(&t, false);
-		za_engine_space(t.e, &sp);
-		if (sp.free_segs < write_floor_segs(&sp))
-			break;
-	}
-	ck_assert_msg(sp.free_segs < write_floor_segs(&sp),
-		      "reopened with %llu free segments, floor %llu: the "
-		      "case is not set up",
-		      (unsigned long long)sp.free_segs,
-		      (unsigned long long)write_floor_segs(&sp));
-	/* What recovery made of it is the truth from here. */
-	ck_assert_int_eq(za_volume_read_sync(t.v, 0, vb * 4096, t.model), 0);
-
+	fill = open_below_floor(&t, g);
 	bufs = ablk(SQ_DEPTH * 2 * za_engine_layout(t.e)->data_blocks);
 	for (round = 0; round < 4; round++)
-		deep_batch(&t, q, bufs, bf->fill, true);
-	check_range(&t, 0, vb);
+		deep_batch(&t, q, bufs, fill, true);
+	check_range(&t, 0, t.vol_blocks);
 	tvol_crash_and_recover(&t, 0);
-	check_range(&t, 0, vb);
+	check_range(&t, 0, t.vol_blocks);
 	free(bufs);
-	munmap(bf, sizeof(*bf));
+	tvol_free(&t);
+}
+END_TEST
+
+/*
+ * Regression (tools/zloop seed 7002 with the preallocation draw of
+ * e1c8885): writes held back while a checkpoint quiesced were let in
+ * when it went on writing its parts, before GC was looked at: below the
+ * floor with GC idle nothing held them, they took the last free
+ * segments, and a journal stripe then failed with -ENOSPC (flushes
+ * failing from then on). A checkpoint asked for right after a restart
+ * below the floor, with deep batches of small FUA writes (journal
+ * stripes) and flushes queued behind it: every one succeeds and the
+ * volume reads back as written.
+ */
+START_TEST(test_ckpt_below_floor)
+{
+	const struct small_geo *g = &small_geos[_i];
+	static struct sq_req q[SQ_DEPTH];
+	struct sq_req ck;
+	uint64_t fill;
+	uint8_t *bufs;
+	struct tvol t;
+	unsigned round;
+
+	rng = 9700 + (uint64_t)_i;
+	fill = open_below_floor(&t, g);
+	bufs = ablk(SQ_DEPTH * 2 * za_engine_layout(t.e)->data_blocks);
+	memset(&ck, 0, sizeof(ck));
+	ck.r.done = on_done;
+	ck.r.priv = &ck.d;
+	za_volume_checkpoint(t.v, &ck.r);
+	/* Small FUA writes: journal stripes, as a synced small write is. */
+	deep_fua = true;
+	for (round = 0; round < 8; round++)
+		deep_batch(&t, q, bufs, fill, round % 2);
+	deep_fua = false;
+	za_io_run_until(t.io, &ck.d.done, 0);
+	ck_assert_int_eq(ck.d.result, 0);
+	check_range(&t, 0, t.vol_blocks);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, t.vol_blocks);
+	free(bufs);
 	tvol_free(&t);
 }
 END_TEST
@@ -1599,6 +1658,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_gc_restart_below_floor, 0,
 			    sizeof(small_geos) / sizeof(small_geos[0]));
 	tcase_add_loop_test(tc, test_gc_stop_ends_gc, 0,
+			    sizeof(small_geos) / sizeof(small_geos[0]));
+	tcase_add_loop_test(tc, test_ckpt_below_floor, 0,
 			    sizeof(small_geos) / sizeof(small_geos[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
