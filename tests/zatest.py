@@ -469,6 +469,7 @@ class Client:
         self.rnd = rnd
         self.qd = qd
         self.timeout_s = timeout_s
+        self.deadline = None  # time.monotonic() after which waits fail
         self.nbds = []
         try:
             for _ in range(conns):
@@ -528,9 +529,16 @@ class Client:
         while len(self.inflight) > n:
             if not self._reap(True):
                 return False
-            if time.monotonic() - t0 > self.timeout_s:
+            now = time.monotonic()
+            if now - t0 > self.timeout_s:
                 raise Failure("no reply from the server for %d s (a "
                               "stalled command?)" % self.timeout_s)
+            if self.deadline is not None and now > self.deadline:
+                # Replies that each come within timeout_s, but so slowly
+                # that the caller's whole run never ends: a crawl.
+                raise Failure("past the deadline with %d commands in "
+                              "flight (the server crawls?)" %
+                              len(self.inflight))
         return True
 
     def drain(self):
