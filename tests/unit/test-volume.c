@@ -1490,9 +1490,9 @@ static uint64_t open_below_floor(struct tvol *t, const struct small_geo *g)
 		      (unsigned long long)sp.free_segs,
 		      (unsigned long long)write_floor_segs(&sp));
 	/* What recovery made of it is the truth from here. */
-	ck_assert_int_eq(
-		za_volume_read_sync(t->v, 0, t->vol_blocks * 4096, t->model),
-		0);
+	ck_assert_int_eq(za_volume_read_sync(t->v, 0, t->vol_blocks * 4096,
+					     t->model),
+			 0);
 	fill = bf->fill;
 	munmap(bf, sizeof(*bf));
 	return fill;
