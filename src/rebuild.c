@@ -416,7 +416,12 @@ static void dispatch(struct za_rebuild *rb)
 		col = (unsigned)__builtin_ctzll(rb->next_todo);
 		rb->next_todo &= rb->next_todo - 1;
 		if (s->d.busy) {
-			rb->busy_left = true;
+			int b = za_engine_col_busy(rb->p.eng, s->d.seg_id, col);
+
+			if (b == -ENOSPC || b == -EAGAIN)
+				rb->st.cols_waiting++; /* for a drive */
+			else
+				rb->busy_left = true;
 			continue;
 		}
 		if (!s->nr_live) {

@@ -4311,6 +4311,35 @@ static void rb_kick_later(struct za_io_defer *d)
 	rb_pump(rp->cr_back);
 }
 
+int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
+{
+	struct za_segment *g = seg_find(e, seg_id);
+	uint64_t need;
+	unsigned m;
+	int ret;
+
+	if (!g || col >= g->st->l.width)
+		return -ENOENT;
+	if (!g->taking || g->inflight || g->fin_pending || g->grp->releasing ||
+	    !col_lost(e, g, col))
+		return -EBUSY;
+	/*
+	 * Open, idle, a column lost: it takes stripes only while writes
+	 * come, so with none it stays open, and a rebuild that waited for
+	 * it looked again every 50 ms for ever (tests/rebuild-incomplete.sh
+	 * hung so). With no member to take the column it waits for a drive
+	 * like a sealed segment. With one, the group opened short of members
+	 * and new ones will not be: seal it, to be rebuilt once finished.
+	 */
+	need = (uint64_t)(g->next_stripe ? g->next_stripe : 1) *
+	       g->st->l.slot_bytes;
+	ret = rb_pick(e, g, need, -1, false, &m);
+	if (ret)
+		return ret;
+	group_stop(e, g->grp);
+	return -EBUSY;
+}
+
 int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 {
 	struct za_segment *g = seg_find(e, cr->seg_id);

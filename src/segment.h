@@ -486,6 +486,14 @@ struct za_col_rebuild {
 	void *priv_eng;
 };
 /*
+ * Loop thread, for a rebuild that found segment @seg_id busy: -ENOSPC or
+ * -EAGAIN if it is open but idle and no member could take its lost
+ * column @col (the column waits for a drive, as in a sealed segment);
+ * otherwise -EBUSY (look again later), having sealed such a segment's
+ * group when a member could take the column; -ENOENT if unknown.
+ */
+int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col);
+/*
  * Start it (done() runs later, never inside the call). Its reads and
  * writes reach the drives at ZA_DEV_PRIO_LOW: user I/O goes first. Returns
  * 0, -ENOENT (no such segment), -EINVAL, -EBUSY (the segment is still written, or
