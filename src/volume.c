@@ -320,6 +320,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 		za_engine_stream_layout(v->eng, b->stream);
 	uint32_t i, j;
 	bool data = b->stream == ZA_STREAM_DATA;
+	bool jrnl = b->stream == v->jstream; /* b may be freed below */
 
 	if (result) {
 		/* Logged once: every later stripe fails the same way. */
@@ -378,7 +379,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 	ep->inflight--;
 	if (data)
 		v->data_inflight--;
-	else if (b->stream == v->jstream)
+	else if (jrnl)
 		v->jrnl_inflight--;
 	progress(v);
 	ckpt_kick(v);
