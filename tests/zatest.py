@@ -113,23 +113,32 @@ class Nbd:
         if not self.h:
             raise NbdError("nbd_create: %s" % self._err())
         # The handshake asynchronously, so that it can time out.
-        t0 = time.monotonic()
-        ok = self.lib.nbd_aio_connect_uri(self.h, uri.encode()) == 0
-        while ok and self.lib.nbd_aio_is_connecting(self.h) == 1:
-            if time.monotonic() - t0 > self.TIMEOUT_S:
-                self.close()
-                raise NbdError("connect %s: no handshake within %d s "
-                               "(a stalled server?)" % (uri, self.TIMEOUT_S))
-            ok = self.lib.nbd_poll(self.h, 1000) >= 0
-        if not ok or self.lib.nbd_aio_is_ready(self.h) != 1:
-            err = self._err()
+        try:
+            if self.lib.nbd_aio_connect_uri(self.h, uri.encode()) != 0 or \
+                    not self._wait(lambda: self.lib.nbd_aio_is_connecting(
+                        self.h) != 1, "connect %s" % uri) or \
+                    self.lib.nbd_aio_is_ready(self.h) != 1:
+                raise NbdError("connect %s: %s" % (uri, self._err()))
+        except NbdError:
             self.close()
-            raise NbdError("connect %s: %s" % (uri, err))
+            raise
         self.size = self.lib.nbd_get_size(self.h)
         self.multi_conn = self.lib.nbd_can_multi_conn(self.h) == 1
         self.fua = self.lib.nbd_can_fua(self.h) == 1
         self.bufs = {}  # cookie -> buffer libnbd may still read
         self.last_error = None
+
+    def _wait(self, done, what):
+        """Poll until done(): True; False if the connection failed; raise
+        NbdError after TIMEOUT_S (a stalled server)."""
+        t0 = time.monotonic()
+        while not done():
+            if time.monotonic() - t0 > self.TIMEOUT_S:
+                raise NbdError("%s: no reply within %d s (a stalled "
+                               "server?)" % (what, self.TIMEOUT_S))
+            if self.lib.nbd_poll(self.h, 1000) < 0:
+                return False
+        return True
 
     def _err(self):
         e = self.lib.nbd_get_error()
@@ -192,22 +201,18 @@ class Nbd:
 
     def pread(self, off, n):
         buf = ctypes.create_string_buffer(n)
+        what = "read of %d bytes at %d" % (n, off)
         c = self._cookie(self.lib.nbd_aio_pread(
             self.h, buf, n, off, _Completion(), 0), "read")
-        t0 = time.monotonic()
-        while True:
-            r = self.lib.nbd_aio_command_completed(self.h, c)
-            if r == 1:
-                return buf.raw
-            if r < 0:
-                break
-            if time.monotonic() - t0 > self.TIMEOUT_S:
-                raise NbdError("read of %d bytes at %d: no reply within "
-                               "%d s (a stalled command?)" %
-                               (n, off, self.TIMEOUT_S))
-            if self.lib.nbd_poll(self.h, 1000) < 0:
-                break
-        raise NbdError("read of %d bytes at %d: %s" % (n, off, self._err()))
+        r = [0]
+
+        def done():
+            r[0] = self.lib.nbd_aio_command_completed(self.h, c)
+            return r[0] != 0
+
+        if not self._wait(done, what) or r[0] != 1:
+            raise NbdError("%s: %s" % (what, self._err()))
+        return buf.raw
 
     def read_all(self, piece=4 << 20):
         out = bytearray()
