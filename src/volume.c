@@ -724,13 +724,21 @@ static uint64_t gc_start_segs(const struct za_engine_space *sp)
  * checkpoint stream, take the last free segment while GC waited to move a
  * victim, and data stripes failed with -ENOSPC (tools/zloop seed 5010).
  */
+/* Stripes of @per_seg a segment that @segs segments hold: 1 to @max. */
+static uint32_t credit(uint64_t segs, uint64_t per_seg, uint32_t max)
+{
+	uint64_t n = segs * per_seg;
+
+	return n < 1 ? 1 : n < max ? (uint32_t)n : max;
+}
+
 static bool space_critical(struct za_volume *v)
 {
 	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
 	const struct za_stripe_layout *jl =
 		za_engine_stream_layout(v->eng, v->jstream);
 	struct za_engine_space sp;
-	uint64_t per_seg, jper_seg, on_way, floor, credit;
+	uint64_t per_seg, jper_seg, on_way, floor, above;
 
 	za_engine_space(v->eng, &sp);
 	per_seg = sp.data_blocks_per_seg / dl->data_blocks;
@@ -750,12 +758,9 @@ static bool space_critical(struct za_volume *v)
 	floor = gc_write_sets(&sp) + 1;
 	/* And no more stripes on their way than the space above the floor
 	 * holds (always one, so that writes never wait on nothing). */
-	credit = sp.free_segs > floor ? (sp.free_segs - floor) * per_seg : 1;
-	v->data_credit = credit < MAX_DATA_INFLIGHT ? (uint32_t)credit :
-						      MAX_DATA_INFLIGHT;
-	credit = sp.free_segs > floor ? (sp.free_segs - floor) * jper_seg : 1;
-	v->jrnl_credit = credit < MAX_JRNL_INFLIGHT ? (uint32_t)credit :
-						      MAX_JRNL_INFLIGHT;
+	above = sp.free_segs > floor ? sp.free_segs - floor : 0;
+	v->data_credit = credit(above, per_seg, MAX_DATA_INFLIGHT);
+	v->jrnl_credit = credit(above, jper_seg, MAX_JRNL_INFLIGHT);
 	return sp.free_segs < floor + on_way;
 }
 
@@ -1871,11 +1876,10 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 	}
 	c->state = CK_WRITE;
 	/*
-	 * GC before the writes held back while we quiesced: let in first,
-	 * below the floor with GC idle, nothing holds them, and they take
-	 * the last free segments that a victim's live data and the journal
-	 * need (tools/zloop seed 7002, test_ckpt_below_floor). gc_kick()
-	 * resumes them itself when GC has nothing to do.
+	 * GC before the writes held back while we quiesced, as after a
+	 * victim (gc_finish()): let in first, below the floor with GC idle,
+	 * only their credits hold them. gc_kick() resumes them itself when
+	 * GC has nothing to do.
 	 */
 	gc_kick(v);
 	resume_stalled(v);
