@@ -524,15 +524,17 @@ void za_emu_copy_to_drive(void *dst, const void *src, size_t len)
 	const uint8_t *s = src;
 	size_t i;
 
-	if (((uintptr_t)dst | (uintptr_t)src | len) % 64) {
+	/* The source may be anywhere (a payload kept in a receive ring):
+	 * only the stores need aligned lines. */
+	if (((uintptr_t)dst | len) % 64) {
 		memcpy(dst, src, len);
 		return;
 	}
 	for (i = 0; i < len; i += 64) {
-		__m128i x0 = _mm_load_si128((const __m128i *)(s + i));
-		__m128i x1 = _mm_load_si128((const __m128i *)(s + i + 16));
-		__m128i x2 = _mm_load_si128((const __m128i *)(s + i + 32));
-		__m128i x3 = _mm_load_si128((const __m128i *)(s + i + 48));
+		__m128i x0 = _mm_loadu_si128((const __m128i *)(s + i));
+		__m128i x1 = _mm_loadu_si128((const __m128i *)(s + i + 16));
+		__m128i x2 = _mm_loadu_si128((const __m128i *)(s + i + 32));
+		__m128i x3 = _mm_loadu_si128((const __m128i *)(s + i + 48));
 
 		_mm_stream_si128((__m128i *)(d + i), x0);
 		_mm_stream_si128((__m128i *)(d + i + 16), x1);

@@ -31,9 +31,12 @@
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
+#include "payload.h"
 #include "volume.h"
 
 #define X_URI_BYTES 1024
+/* Payloads from this size on are kept in place rather than copied. */
+#define X_KEEP_MIN_BYTES (64u << 10)
 /* Polling period while replies drain to clients at stop. */
 #define X_DRAIN_POLL_NS (5ull * 1000 * 1000)
 
@@ -96,8 +99,13 @@ static void x_write(void *be, struct za_nbd_req *nr, uint64_t off, uint32_t len,
 		    const void *buf, bool fua)
 {
 	struct za_export *x = be;
+	/* A large payload in the receive ring stays there for its stripe
+	 * (payload.h); small ones are cheaper to copy than to keep. */
+	struct za_payload *pl = len >= X_KEEP_MIN_BYTES ? za_nbd_req_keep(nr) :
+							  NULL;
 
-	za_volume_write(x->vol, x_start(x, nr), off, len, buf, fua);
+	za_volume_write_ref(x->vol, x_start(x, nr), off, len, buf, fua, pl);
+	za_payload_put(pl);
 }
 
 static void x_flush(void *be, struct za_nbd_req *nr)
@@ -136,6 +144,13 @@ static bool x_write_copies(void *be)
 	return za_volume_write_copies(x->vol);
 }
 
+static void x_let_go(void *be)
+{
+	struct za_export *x = be;
+
+	za_volume_let_go(x->vol);
+}
+
 static const struct za_nbd_backend_ops x_ops = {
 	.read = x_read,
 	.write = x_write,
@@ -144,6 +159,7 @@ static const struct za_nbd_backend_ops x_ops = {
 	.write_zeroes = x_write_zeroes,
 	.size = x_size,
 	.write_copies = x_write_copies,
+	.let_go = x_let_go,
 };
 
 /* ---- URIs and addresses ---- */

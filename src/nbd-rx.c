@@ -22,6 +22,12 @@
  * sends nothing more - does the loop move the ring's bytes itself
  * before lending the rest, since nothing would wake the thread for it.
  *
+ * A payload the ring holds whole can also be kept there after the loop
+ * has read past it (za_nbd_rx_keep()), for the volume to refer to until
+ * its stripe is written instead of copying it: the ring's free space
+ * then starts at the oldest kept payload, so keeping is refused once it
+ * would leave less room than the largest payload that is peeked whole.
+ *
  * Everything shared is under one mutex, the only lock; the thread does
  * its recv() and waits for input (poll()) outside it. It never parses,
  * allocates or touches the connection: nbd.c reads as if from recv().
@@ -41,10 +47,21 @@
 #include <ev.h>
 
 #include "nbd-rx.h"
+#include "payload.h"
 
 /* A direct read is worth lending a buffer for from this size on. */
 #define RX_DIRECT_MIN (64u << 10)
 #define RX_STACK_BYTES (1u << 20)
+/* Payloads kept in place at once (za_nbd_rx_keep()). */
+#define RX_MAX_HOLDS 32u
+
+/* Ring bytes [start, end) kept for a payload's references. */
+struct rx_hold {
+	struct za_payload pl;
+	struct za_nbd_rx *rx;
+	uint64_t start, end;
+	bool released;
+};
 
 struct za_nbd_rx {
 	struct ev_loop *loop;
@@ -56,10 +73,11 @@ struct za_nbd_rx {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* ring space, a target, or stop */
-	/* Under lock. Ring bytes are [tail, head) of what it received. */
+	/* Under lock. Ring bytes are [tail, head) of what it received;
+	 * [free_pos, tail) were consumed but are still kept (holds). */
 	uint8_t *ring;
 	size_t cap;
-	uint64_t head, tail;
+	uint64_t head, tail, free_pos;
 	bool stop, end;
 	bool polling; /* the thread waits in poll() for the socket */
 	size_t want; /* ring bytes worth waking the loop for (peek) */
@@ -67,7 +85,27 @@ struct za_nbd_rx {
 	/* The target: t_done bytes arrived at t_ptr, t_taken reported. */
 	uint8_t *t_ptr;
 	size_t t_len, t_done, t_taken;
+
+	/* Loop thread only: kept payloads, oldest first, in slots
+	 * h_first..h_next-1 (mod RX_MAX_HOLDS); stopped: za_nbd_rx_stop()
+	 * ran while some were kept, and the last release frees it all. */
+	struct rx_hold holds[RX_MAX_HOLDS];
+	uint64_t h_first, h_next;
+	bool stopped;
 };
+
+/* Under lock: what the loop consumed is free, except what holds keep. */
+static void rx_update_free(struct za_nbd_rx *rx)
+{
+	uint64_t f = rx->h_first == rx->h_next ?
+			     rx->tail :
+			     rx->holds[rx->h_first % RX_MAX_HOLDS].start;
+
+	if (f != rx->free_pos) {
+		rx->free_pos = f;
+		pthread_cond_signal(&rx->cond); /* room in the ring */
+	}
+}
 
 /* Under lock: up to @len bytes from the ring's tail into @dst. */
 static size_t rx_ring_out(struct za_nbd_rx *rx, uint8_t *dst, size_t len)
@@ -85,6 +123,7 @@ static size_t rx_ring_out(struct za_nbd_rx *rx, uint8_t *dst, size_t len)
 		done += k;
 		rx->tail += k;
 	}
+	rx_update_free(rx);
 	return done;
 }
 
@@ -125,14 +164,19 @@ static void *rx_main(void *arg)
 			dst = rx->t_ptr + rx->t_done;
 			room = rx->t_len - rx->t_done;
 			to_target = true;
-		} else if (rx->head - rx->tail < rx->cap) {
+		} else if (rx->head - rx->free_pos < rx->cap) {
 			size_t off = rx->head % rx->cap;
 
-			room = rx->cap - (size_t)(rx->head - rx->tail);
+			room = rx->cap - (size_t)(rx->head - rx->free_pos);
 			if (room > rx->cap - off)
 				room = rx->cap - off;
 			dst = rx->ring + off;
 		} else {
+			/* Full. If kept payloads fill it, the loop may be
+			 * waiting for input that cannot come until their
+			 * holder lets go (za_nbd_rx_starved()). */
+			if (rx->h_first != rx->h_next)
+				ev_async_send(rx->loop, &rx->w);
 			pthread_cond_wait(&rx->cond, &rx->lock);
 			continue;
 		}
@@ -277,11 +321,7 @@ err_free:
 /* Under lock: up to @len ring bytes into @dst, for the loop. */
 static size_t rx_take_ring(struct za_nbd_rx *rx, uint8_t *dst, size_t len)
 {
-	size_t done = rx_ring_out(rx, dst, len);
-
-	if (done)
-		pthread_cond_signal(&rx->cond); /* room in the ring */
-	return done;
+	return rx_ring_out(rx, dst, len);
 }
 
 ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len, bool direct)
@@ -369,8 +409,74 @@ void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len)
 	pthread_mutex_lock(&rx->lock);
 	assert(rx->head - rx->tail >= len);
 	rx->tail += len;
-	pthread_cond_signal(&rx->cond); /* room in the ring */
+	rx_update_free(rx);
 	pthread_mutex_unlock(&rx->lock);
+}
+
+bool za_nbd_rx_starved(struct za_nbd_rx *rx)
+{
+	bool r;
+
+	/* The state, not a flag the thread set: a flag could tell of
+	 * holds already let go while a newer one fills the ring. */
+	pthread_mutex_lock(&rx->lock);
+	r = rx->h_first != rx->h_next && rx->head - rx->free_pos == rx->cap;
+	pthread_mutex_unlock(&rx->lock);
+	return r;
+}
+
+static void rx_free(struct za_nbd_rx *rx)
+{
+	pthread_cond_destroy(&rx->cond);
+	pthread_mutex_destroy(&rx->lock);
+	munmap(rx->ring, 2 * rx->cap);
+	free(rx);
+}
+
+static void rx_hold_release(struct za_payload *pl)
+{
+	struct rx_hold *h = (struct rx_hold *)pl;
+	struct za_nbd_rx *rx = h->rx;
+	bool gone;
+
+	/* The thread reads the holds (rx_update_free()) under the lock. */
+	pthread_mutex_lock(&rx->lock);
+	h->released = true;
+	while (rx->h_first != rx->h_next &&
+	       rx->holds[rx->h_first % RX_MAX_HOLDS].released)
+		rx->h_first++;
+	rx_update_free(rx);
+	gone = rx->stopped && rx->h_first == rx->h_next;
+	pthread_mutex_unlock(&rx->lock);
+	if (gone)
+		rx_free(rx);
+}
+
+struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
+				  size_t reserve)
+{
+	struct rx_hold *h;
+
+	if (rx->h_next - rx->h_first == RX_MAX_HOLDS)
+		return NULL;
+	pthread_mutex_lock(&rx->lock);
+	assert(!rx->t_ptr && rx->head - rx->tail >= len);
+	if (rx->tail + len - rx->free_pos + reserve > rx->cap) {
+		pthread_mutex_unlock(&rx->lock);
+		return NULL;
+	}
+	h = &rx->holds[rx->h_next++ % RX_MAX_HOLDS];
+	*h = (struct rx_hold){ .pl = { .refs = 1, .release = rx_hold_release },
+			       .rx = rx,
+			       .start = rx->tail,
+			       .end = rx->tail + len };
+	rx->tail += len;
+	rx_update_free(rx);
+	/* A thread asleep on a full ring went to sleep with nothing kept:
+	 * now it must tell the loop that the ring waits for a let-go. */
+	pthread_cond_signal(&rx->cond);
+	pthread_mutex_unlock(&rx->lock);
+	return &h->pl;
 }
 
 bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need)
@@ -396,8 +502,10 @@ void za_nbd_rx_stop(struct za_nbd_rx *rx)
 	shutdown(rx->fd, SHUT_RD);
 	pthread_join(rx->th, NULL);
 	ev_async_stop(rx->loop, &rx->w);
-	pthread_cond_destroy(&rx->cond);
-	pthread_mutex_destroy(&rx->lock);
-	munmap(rx->ring, 2 * rx->cap);
-	free(rx);
+	/* No thread now: the holds are the loop's alone. */
+	if (rx->h_first != rx->h_next) {
+		rx->stopped = true; /* the last release frees it */
+		return;
+	}
+	rx_free(rx);
 }

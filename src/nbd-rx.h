@@ -8,7 +8,8 @@
  * loop to come back to recv() (docs/design.md 8.6). The loop takes the
  * bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
  * may be read by the thread straight into its buffer, and one the ring
- * holds whole may be used in place (za_nbd_rx_peek()). The thread touches
+ * holds whole may be used in place (za_nbd_rx_peek()), even after the
+ * loop has read past it (za_nbd_rx_keep()). The thread touches
  * nothing of the connection but the socket's receive side, the ring and
  * a destination the loop handed it; it parses nothing.
  */
@@ -51,6 +52,26 @@ ssize_t za_nbd_rx_peek(struct za_nbd_rx *rx, size_t len, const void **p);
 /* Loop thread: consume @len bytes that za_nbd_rx_peek() showed. */
 void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len);
 /*
+ * Loop thread: consume @len bytes that za_nbd_rx_peek() showed, like
+ * za_nbd_rx_skip(), but keep them where they are, untouched, until the
+ * reference returned (its count 1) is dropped; the ring reuses them, and
+ * what it received after them, only then. NULL, with nothing consumed,
+ * when keeping them would leave the ring less than @reserve bytes for
+ * what follows (a caller that waits for a whole payload of up to that
+ * size in the ring before it lets go of earlier ones must ask for it),
+ * or when too many are kept already. The reference may outlive
+ * za_nbd_rx_stop(): the ring is freed when the last one is dropped.
+ */
+struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
+				  size_t reserve);
+/*
+ * Loop thread, from @wake: is the ring full, with payloads kept? Then
+ * nothing more comes in until some are let go: a holder that waits for
+ * more input before it lets go must be asked to copy them now. (The
+ * thread wakes the loop whenever it finds it so.)
+ */
+bool za_nbd_rx_starved(struct za_nbd_rx *rx);
+/*
  * Loop thread: is there input to take - @need bytes or more in the ring
  * (1, or what a za_nbd_rx_peek() waits for), bytes for the target, or
  * the end of input?
@@ -58,7 +79,8 @@ void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len);
 bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need);
 /*
  * Loop thread: stop and join the thread (it shuts the socket's receive
- * side down to wake it), and free everything. The socket stays open.
+ * side down to wake it), and free everything - the ring only once the
+ * last za_nbd_rx_keep() reference is dropped. The socket stays open.
  */
 void za_nbd_rx_stop(struct za_nbd_rx *rx);
 #endif /* ZA_NBD_RX_H */

@@ -228,6 +228,9 @@ struct za_nbd_conn {
 	/* input: from the socket, or from rx once transmission starts */
 	struct za_nbd_rx *rx;
 	bool rx_tried;
+	/* During write() of a payload in the ring: its request, until the
+	 * backend keeps the bytes (za_nbd_req_keep()). */
+	struct za_nbd_req *ring_req;
 	uint8_t *ibuf;
 	size_t ipos, ilen;
 	enum rd_state rd;
@@ -1123,11 +1126,16 @@ static void got_ring_payload(struct za_nbd_conn *c, const void *p)
 	if (s->ops->write_copies(s->be)) {
 		s->st.rx_in_place++;
 		r->state = REQ_BACKEND;
+		c->ring_req = r;
 		s->ops->write(s->be, r, r->off, len, p,
 			      r->flags & NBD_CMD_FLAG_FUA);
-		/* write() may have closed the connection, and the ring. */
-		if (c->rx)
-			za_nbd_rx_skip(c->rx, len);
+		/* Not kept: consumed now. write() may have closed the
+		 * connection, and the ring. */
+		if (c->ring_req == r) {
+			c->ring_req = NULL;
+			if (c->rx)
+				za_nbd_rx_skip(c->rx, len);
+		}
 		return;
 	}
 	if (req_buf(r, len) < 0) {
@@ -1138,6 +1146,23 @@ static void got_ring_payload(struct za_nbd_conn *c, const void *p)
 	memcpy(r->buf, p, len);
 	za_nbd_rx_skip(c->rx, len);
 	req_dispatch(r);
+}
+
+struct za_payload *za_nbd_req_keep(struct za_nbd_req *r)
+{
+	struct za_nbd_conn *c = r->c;
+	struct za_payload *pl;
+
+	if (c->ring_req != r || !c->rx)
+		return NULL;
+	/* Room stays for the largest payload peeked whole: the loop waits
+	 * for one before it reads on, whatever is kept meanwhile. */
+	pl = za_nbd_rx_keep(c->rx, r->len, NBD_RX_RING_PAYLOAD);
+	if (pl) {
+		c->ring_req = NULL;
+		c->s->st.rx_kept++;
+	}
+	return pl;
 }
 
 /* A WRITE's payload is in (or was dropped): dispatch it or refuse it. */
@@ -1305,7 +1330,10 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void conn_rx_wake(void *arg)
 {
 	struct za_nbd_conn *c = arg;
+	struct za_nbd_server *s = c->s;
 
+	if (c->rx && za_nbd_rx_starved(c->rx) && s->ops->let_go)
+		s->ops->let_go(s->be);
 	if (conn_want_read(c))
 		conn_read_cb(c->s->loop, &c->rw, EV_READ);
 }

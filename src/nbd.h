@@ -40,6 +40,7 @@
 /* Below this, a receive thread's hand-offs cost more than they give. */
 #define ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES (128u << 10)
 
+struct za_payload;
 struct za_io;
 struct za_nbd_server;
 /* One command in flight; opaque to the backend. */
@@ -83,6 +84,14 @@ struct za_nbd_backend_ops {
 	 * without copying it into a request buffer first.
 	 */
 	bool (*write_copies)(void *be);
+	/*
+	 * Optional; sync, loop thread. A receive ring is full of payloads
+	 * kept with za_nbd_req_keep(): copy those whose references wait
+	 * for more input (more writes, say) and drop them, so that it comes.
+	 * References that go away by themselves (their data on its way to
+	 * the drives) may stay. A backend that keeps payloads must have it.
+	 */
+	void (*let_go)(void *be);
 };
 
 struct za_nbd_params {
@@ -132,6 +141,7 @@ struct za_nbd_stats {
 	uint64_t inflight; /* commands between header and reply, now */
 	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
 	uint64_t rx_in_place; /* WRITE payloads handed over in the ring */
+	uint64_t rx_kept; /* of those, kept there by the backend */
 };
 
 /*
@@ -183,6 +193,16 @@ void za_nbd_server_free(struct za_nbd_server *s);
 
 /* Finish @r: 0 or -errno (mapped to the NBD error values). */
 void za_nbd_complete(struct za_nbd_req *r, int err);
+/*
+ * Sync, loop thread, only from inside a write() that write_copies()
+ * allowed: keep @buf where it is, valid and unchanged after write()
+ * returns, until the reference returned (count 1) is dropped with
+ * za_payload_put() - so that the backend may refer to the payload
+ * instead of copying it. NULL when the payload cannot be kept (it is not
+ * in a receive ring, or the ring needs the room): the backend copies it
+ * as before. A reference may outlive the connection.
+ */
+struct za_payload *za_nbd_req_keep(struct za_nbd_req *r);
 /* The backend's per-request area (params.req_priv_bytes, 16-aligned). */
 void *za_nbd_req_priv(struct za_nbd_req *r);
 

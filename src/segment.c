@@ -415,6 +415,7 @@ static void stream_fini(struct stream *st)
 		free(s->hdr);
 		free(s->col_dev);
 		free(s->col_off);
+		free(s->src);
 		free(s);
 	}
 	za_ec_free(st->ec);
@@ -978,8 +979,10 @@ struct za_stripe_w *za_engine_stripe_get_stream(struct za_engine *e,
 		s->hdr = malloc(sizeof(*s->hdr));
 		s->col_dev = calloc(st->l.width, sizeof(*s->col_dev));
 		s->col_off = calloc(st->l.width, sizeof(*s->col_off));
+		s->src = calloc(st->l.data_blocks, sizeof(*s->src));
 		if (!s->buf || !s->lbas || !s->reqs || !s->hdr || !s->col_dev ||
-		    !s->col_off) {
+		    !s->col_off || !s->src) {
+			free(s->src);
 			free(s->col_dev);
 			free(s->col_off);
 			free(s->buf);
@@ -1010,6 +1013,10 @@ void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s)
 {
 	struct stream *st = &e->streams[s->stream];
 
+	if (s->nr_src) {
+		memset(s->src, 0, st->l.data_blocks * sizeof(*s->src));
+		s->nr_src = 0;
+	}
 	s->next = st->pool;
 	st->pool = s;
 }
@@ -1025,6 +1032,34 @@ uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
 	za_stripe_locate(l, b, &col, &cb);
 	return s->buf + col * l->slot_bytes + ZA_STRIPE_HDR_BYTES +
 	       (uint64_t)cb * 4096;
+}
+
+void za_stripe_w_refer(const struct za_engine *e, struct za_stripe_w *s,
+		       uint32_t b, const void *data)
+{
+	assert(b < e->streams[s->stream].l.data_blocks && !s->src[b]);
+	s->src[b] = data;
+	s->nr_src++;
+}
+
+const uint8_t *za_stripe_w_data(const struct za_engine *e,
+				struct za_stripe_w *s, uint32_t b)
+{
+	return s->src[b] ? s->src[b] : za_stripe_w_block(e, s, b);
+}
+
+void za_stripe_w_own(const struct za_engine *e, struct za_stripe_w *s)
+{
+	const struct za_stripe_layout *l = &e->streams[s->stream].l;
+	uint32_t b;
+
+	for (b = 0; s->nr_src && b < l->data_blocks; b++) {
+		if (!s->src[b])
+			continue;
+		memcpy(za_stripe_w_block(e, s, b), s->src[b], 4096);
+		s->src[b] = NULL;
+		s->nr_src--;
+	}
 }
 
 /*
@@ -1091,11 +1126,28 @@ static void stripe_hdr_fill(const struct za_engine *e,
 	}
 }
 
+/* Rows [0, @rows) of data column @c that @s refers to, into @payload. */
+static void buf_fill_rows(const struct za_stripe_layout *l,
+			  const struct za_stripe_w *s, unsigned c,
+			  uint8_t *payload, uint32_t rows)
+{
+	uint32_t j;
+
+	for (j = 0; c < l->k && s->nr_src && j < rows; j++) {
+		const uint8_t *src = s->src[za_stripe_block_of(l, c, j)];
+
+		if (src)
+			memcpy(payload + (uint64_t)j * 4096, src, 4096);
+	}
+}
+
 /*
  * Any one thread: parity, LBA tables, block CRCs and the header of every
  * column not in @absent, from @s's data blocks and lbas[] and the shared
  * header @h (its col, blk_crc and lba_crc are filled in per column). It
- * touches @s's buffer, @h and @ec only.
+ * touches @s's buffer, @h and @ec only, and reads the blocks @s refers
+ * to (src): a column the drive stages is copied there from them; one
+ * written from the buffer gets them copied into the buffer.
  */
 static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 			  struct za_stripe_w *s, struct za_stripe_hdr *h,
@@ -1146,9 +1198,18 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 	for (j = 0; j < l->col_blocks; j++) {
 		uint64_t off = (uint64_t)j * 4096;
 		uint8_t *row[ZA_EC_MAX_WIDTH];
+		uint64_t referred = 0; /* data columns read from src */
 
-		for (c = 0; c < l->width; c++)
+		for (c = 0; c < l->width; c++) {
 			row[c] = payload[c] + off;
+			if (c < l->k && s->nr_src &&
+			    s->src[za_stripe_block_of(l, c, j)]) {
+				/* The encode only reads data blocks. */
+				row[c] = (uint8_t *)s->src[za_stripe_block_of(
+					l, c, j)];
+				referred |= 1ull << c;
+			}
+		}
 		za_ec_encode(ec, 4096, row);
 		for (c = 0; c < l->width; c++)
 			if (!(absent & (1ull << c)))
@@ -1159,8 +1220,16 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 			    za_dev_stage(s->col_dev[c],
 					 s->col_off[c] + ZA_STRIPE_HDR_BYTES +
 						 off,
-					 row[c], 4096) < 0)
+					 row[c], 4096) < 0) {
 				stage &= ~(1ull << c);
+				/* Written from the buffer after all. */
+				buf_fill_rows(l, s, c, payload[c], j);
+			}
+		/* A column written from the buffer needs its bytes there. */
+		for (c = 0; c < l->k; c++)
+			if ((referred & (1ull << c)) &&
+			    !((stage | absent) & (1ull << c)))
+				memcpy(payload[c] + off, row[c], 4096);
 	}
 	for (c = 0; c < l->width; c++) {
 		if (absent & (1ull << c))

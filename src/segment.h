@@ -126,6 +126,10 @@ struct za_stripe_w {
 	uint8_t *buf; /* width * slot_bytes */
 	unsigned stream; /* set by za_engine_stripe_get_stream() */
 	uint64_t *lbas; /* data_blocks entries */
+	/* Data blocks that are not in buf but elsewhere (data_blocks
+	 * entries; NULL: in buf), za_stripe_w_refer(). */
+	const uint8_t **src;
+	uint32_t nr_src;
 	uint32_t nr_blocks; /* data blocks used: 0..nr_blocks-1 */
 	uint8_t kind; /* enum za_stripe_kind */
 	void (*done)(struct za_stripe_w *s, int result);
@@ -167,6 +171,22 @@ void za_engine_stripe_put(struct za_engine *e, struct za_stripe_w *s);
 /* Pointer to stripe data block @b (0 <= b < data_blocks) in the buffer. */
 uint8_t *za_stripe_w_block(const struct za_engine *e, struct za_stripe_w *s,
 			   uint32_t b);
+/*
+ * Data block @b is the 4096 bytes at @data, not in the buffer: the
+ * engine reads them from there (parity, checksums, the drives) instead
+ * of the caller copying them in. @data must stay valid and unchanged
+ * until done() has run or za_stripe_w_own() was called; any alignment.
+ * Each block is given once, either way.
+ */
+void za_stripe_w_refer(const struct za_engine *e, struct za_stripe_w *s,
+		       uint32_t b, const void *data);
+/* Where data block @b's bytes are now: referred to, or in the buffer. */
+const uint8_t *za_stripe_w_data(const struct za_engine *e,
+				struct za_stripe_w *s, uint32_t b);
+/* Copy every referred-to block into the buffer: @s refers to nothing
+ * after. Not while the stripe is being written (between za_engine_write()
+ * and done()). */
+void za_stripe_w_own(const struct za_engine *e, struct za_stripe_w *s);
 
 /*
  * Write @s: assign it to an open segment, compute parity and headers,

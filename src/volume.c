@@ -51,10 +51,13 @@
 #include "journal.h"
 #include "log.h"
 #include "map.h"
+#include "payload.h"
 #include "volume.h"
 
 #define BUF_HASH 256u
 #define LIVE_HASH 1024u
+/* Payloads one buffer refers to at most; further blocks are copied. */
+#define VBUF_MAX_PAYLOADS 16u
 
 struct epoch {
 	unsigned inflight; /* stripes of this epoch not yet complete */
@@ -73,6 +76,11 @@ struct vbuf {
 	uint64_t ulba, un; /* unmap records: the range */
 	struct epoch *ep;
 	struct vbuf *hnext;
+	/* What its stripe's referred-to blocks (za_stripe_w_refer()) are
+	 * in: one reference each, dropped when the stripe no longer needs
+	 * them. */
+	struct za_payload *pl[VBUF_MAX_PAYLOADS];
+	unsigned nr_pl;
 };
 
 struct urange {
@@ -296,6 +304,20 @@ static struct vbuf *vbuf_new(struct za_volume *v, unsigned stream)
 	return b;
 }
 
+static void vbuf_drop_payloads(struct vbuf *b)
+{
+	while (b->nr_pl)
+		za_payload_put(b->pl[--b->nr_pl]);
+}
+
+/* @b's stripe holds all its blocks itself, before it outlives its write
+ * (failed, or kept for the map): the payloads are not kept for it. */
+static void vbuf_own(struct vbuf *b)
+{
+	za_stripe_w_own(b->v->eng, b->s);
+	vbuf_drop_payloads(b);
+}
+
 static void vbuf_release(struct vbuf *b)
 {
 	struct za_volume *v = b->v;
@@ -305,6 +327,7 @@ static void vbuf_release(struct vbuf *b)
 		p = &(*p)->hnext;
 	*p = b->hnext;
 	za_engine_stripe_put(v->eng, b->s);
+	vbuf_drop_payloads(b);
 	free(b);
 }
 
@@ -333,6 +356,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 		if (!v->error)
 			v->error = result;
 		b->failed = true; /* kept: reads still see the data */
+		vbuf_own(b);
 	} else {
 		uint8_t kind = b->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
 							     ZA_MAP_JOURNAL;
@@ -369,12 +393,14 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 			else if (lv)
 				lv->blocks += (uint64_t)moved;
 		}
-		if (stuck)
+		if (stuck) {
 			za_log_err("volume: out of memory updating the map; "
 				   "buffer %llu kept",
 				   (unsigned long long)b->id);
-		else
+			vbuf_own(b);
+		} else {
 			vbuf_release(b);
+		}
 	}
 	ep->inflight--;
 	if (data)
@@ -549,6 +575,7 @@ static void req_init(struct za_volume *v, struct za_vol_req *r)
 	r->result = 0;
 	r->fua_flush = false;
 	r->op = 0;
+	r->payload = NULL;
 }
 
 /* ---- flush ---- */
@@ -658,7 +685,7 @@ static void seal_open_buffer(struct za_volume *v, bool force_stripe)
 			continue;
 		}
 		memcpy(za_stripe_w_block(v->eng, jb->s, 0),
-		       za_stripe_w_block(v->eng, cur->s, b), 4096);
+		       za_stripe_w_data(v->eng, cur->s, b), 4096);
 		jb->s->lbas[0] = lba;
 		jb->nr = 1;
 		vbuf_submit(v, jb);
@@ -846,6 +873,13 @@ static void resume_stalled(struct za_volume *v)
 void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		     uint64_t len, const void *buf, bool fua)
 {
+	za_volume_write_ref(v, r, off, len, buf, fua, NULL);
+}
+
+void za_volume_write_ref(struct za_volume *v, struct za_vol_req *r,
+			 uint64_t off, uint64_t len, const void *buf, bool fua,
+			 struct za_payload *pl)
+{
 	int ret;
 
 	req_init(v, r);
@@ -867,13 +901,37 @@ void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		stall(v, r);
 		return;
 	}
+	r->payload = pl;
 	write_now(v, r);
+	r->payload = NULL;
+}
+
+void za_volume_let_go(struct za_volume *v)
+{
+	/* Submitted stripes drop theirs when written; the open buffer
+	 * waits for more writes. */
+	if (v->cur && v->cur->nr_pl)
+		vbuf_own(v->cur);
 }
 
 bool za_volume_write_copies(const struct za_volume *v)
 {
 	/* As za_volume_write() decides; write_now() copies at once. */
 	return !v->stalled_head && can_write(v);
+}
+
+/* May @b refer to blocks of @pl instead of copying them? Takes a
+ * reference for @b the first time. */
+static bool vbuf_refer(struct vbuf *b, struct za_payload *pl)
+{
+	if (!pl)
+		return false;
+	if (b->nr_pl && b->pl[b->nr_pl - 1] == pl)
+		return true; /* a payload fills the buffer in order */
+	if (b->nr_pl == VBUF_MAX_PAYLOADS)
+		return false;
+	b->pl[b->nr_pl++] = za_payload_get(pl);
+	return true;
 }
 
 static void write_now(struct za_volume *v, struct za_vol_req *r)
@@ -898,12 +956,19 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
 		take = dl->data_blocks - v->cur->nr;
 		if (take > n)
 			take = (uint32_t)n;
-		for (i = 0; i < take; i++) {
-			memcpy(za_stripe_w_block(v->eng, v->cur->s,
-						 v->cur->nr + i),
-			       src + (uint64_t)i * 4096, 4096);
-			v->cur->s->lbas[v->cur->nr + i] = lba + i;
+		if (vbuf_refer(v->cur, r->payload)) {
+			for (i = 0; i < take; i++)
+				za_stripe_w_refer(v->eng, v->cur->s,
+						  v->cur->nr + i,
+						  src + (uint64_t)i * 4096);
+		} else {
+			for (i = 0; i < take; i++)
+				memcpy(za_stripe_w_block(v->eng, v->cur->s,
+							 v->cur->nr + i),
+				       src + (uint64_t)i * 4096, 4096);
 		}
+		for (i = 0; i < take; i++)
+			v->cur->s->lbas[v->cur->nr + i] = lba + i;
 		loc.group = v->cur->id;
 		loc.pos = v->cur->nr;
 		ret = za_map_set(v->map, lba, take, &loc, on_dead, v);
@@ -1063,8 +1128,8 @@ static int read_piece(void *priv, uint64_t lba, uint64_t n,
 		assert(b); /* the map never outlives a buffer it names */
 		for (i = 0; i < n; i++)
 			memcpy(dst + i * 4096,
-			       za_stripe_w_block(w->v->eng, b->s,
-						 (uint32_t)(loc->pos + i)),
+			       za_stripe_w_data(w->v->eng, b->s,
+						(uint32_t)(loc->pos + i)),
 			       4096);
 		return 0;
 	}

@@ -48,6 +48,8 @@ struct za_volume_params {
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
+struct za_payload;
+
 struct za_vol_req {
 	void (*done)(struct za_vol_req *r, int result);
 	void *priv;
@@ -62,6 +64,7 @@ struct za_vol_req {
 	const void *buf;
 	bool fua;
 	uint8_t op; /* what was held back: write, trim, write zeroes */
+	struct za_payload *payload; /* during za_volume_write_ref() only */
 };
 
 /* Adds the journal stream to @eng. Returns 0 or -errno. */
@@ -110,6 +113,24 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		    uint64_t len, void *buf);
 void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		     uint64_t len, const void *buf, bool fua);
+/*
+ * za_volume_write() of a @buf that @pl keeps valid and unchanged while
+ * references to it are held (payload.h): when the write is taken at once
+ * (za_volume_write_copies()), the volume may refer to @buf's blocks
+ * instead of copying them, taking references on @pl, and drops them once
+ * the stripe that holds them is written (or has copied them). The
+ * caller keeps its own reference and drops it when it likes. @pl NULL:
+ * za_volume_write().
+ */
+void za_volume_write_ref(struct za_volume *v, struct za_vol_req *r,
+			 uint64_t off, uint64_t len, const void *buf, bool fua,
+			 struct za_payload *pl);
+/*
+ * Sync: copy the blocks of za_volume_write_ref() payloads that wait in
+ * the open buffer for more writes, and drop their references; those of
+ * stripes on their way to the drives are dropped when they are written.
+ */
+void za_volume_let_go(struct za_volume *v);
 /*
  * Would a za_volume_write() called now copy its buffer before it returns?
  * True unless writes are held back (space, a checkpoint's quiet point),

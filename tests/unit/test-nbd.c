@@ -35,6 +35,7 @@
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
+#include "payload.h"
 
 #define EXPORT "tank"
 #define TB_SIZE (1ull << 20)
@@ -249,10 +250,31 @@ static const struct za_nbd_backend_ops tb_ops = {
  */
 static struct {
 	bool random;
+	bool keep; /* write() keeps payloads (za_nbd_req_keep()) */
 	unsigned seed;
 	bool said; /* the last answer */
 	unsigned yes, no;
+	/* Kept payloads: where, a copy of what they held, the reference. */
+	struct tb_kept {
+		const void *buf;
+		void *copy;
+		uint32_t len;
+		struct za_payload *pl;
+	} kept[64];
+	unsigned nr_kept, kept_total;
+	unsigned let_go; /* calls of let_go() */
 } tbc;
+
+/* Kept payload @i still holds what it held at write(); let it go. */
+static void tb_kept_drop(unsigned i)
+{
+	struct tb_kept *k = &tbc.kept[i];
+
+	ck_assert_mem_eq(k->buf, k->copy, k->len);
+	za_payload_put(k->pl);
+	free(k->copy);
+	*k = tbc.kept[--tbc.nr_kept];
+}
 
 struct tb_late {
 	struct za_io_defer d;
@@ -292,7 +314,26 @@ static void tb_write_c(void *be, struct za_nbd_req *r, uint64_t off,
 	tb.calls[OP_WRITE]++;
 	tb.last_fua = fua;
 	if (tbc.said) {
+		struct za_payload *pl = tbc.keep ? za_nbd_req_keep(r) : NULL;
+
 		memcpy(tb.data + off, buf, len);
+		if (pl) {
+			/* Let go of them out of order, some of them only
+			 * after the connection is gone. */
+			if (tbc.nr_kept == 64 ||
+			    (tbc.nr_kept && rand_r(&tbc.seed) % 3 == 0))
+				tb_kept_drop((unsigned)rand_r(&tbc.seed) %
+					     tbc.nr_kept);
+			tbc.kept[tbc.nr_kept++] = (struct tb_kept){
+				.buf = buf,
+				.copy = malloc(len),
+				.len = len,
+				.pl = pl
+			};
+			ck_assert_ptr_nonnull(tbc.kept[tbc.nr_kept - 1].copy);
+			memcpy(tbc.kept[tbc.nr_kept - 1].copy, buf, len);
+			tbc.kept_total++;
+		}
 		za_nbd_complete(r, 0);
 		return;
 	}
@@ -300,6 +341,15 @@ static void tb_write_c(void *be, struct za_nbd_req *r, uint64_t off,
 	q->d.fn = tb_late_done;
 	tb.outstanding++;
 	za_io_defer(tb.io, &q->d);
+}
+
+/* The ring is full of what we keep: let go of it all. */
+static void tb_let_go(void *be)
+{
+	(void)be;
+	tbc.let_go++;
+	while (tbc.nr_kept)
+		tb_kept_drop(tbc.nr_kept - 1);
 }
 
 static const struct za_nbd_backend_ops tb_ops_copies = {
@@ -310,6 +360,7 @@ static const struct za_nbd_backend_ops tb_ops_copies = {
 	.write_zeroes = tb_zero,
 	.size = tb_size,
 	.write_copies = tb_write_copies,
+	.let_go = tb_let_go,
 };
 
 /* Complete held request @i (in hold order) with @err. */
@@ -1747,7 +1798,10 @@ START_TEST(test_several_conns)
 END_TEST
 
 /*
- * Loop: the backend always takes payloads at once, or at random. After a
+ * Loop: the backend always takes payloads at once, or at random, or
+ * always and keeps them in the ring (2: za_nbd_req_keep(), let go of in
+ * random order, the last ones after the connection closed, each checked
+ * unchanged when let go of). After a
  * first large WRITE starts the receive thread, batches of up to four
  * WRITEs (4 KiB to 3 MiB, each in its own quarter of a 16 MiB export,
  * FUA at random) are sent back to back and their replies read: every
@@ -1767,6 +1821,7 @@ START_TEST(test_ring_payloads)
 	ck_assert(mirror && src);
 	memset(&tbc, 0, sizeof(tbc));
 	tbc.random = _i == 1;
+	tbc.keep = _i == 2;
 	tbc.seed = 5;
 	env_start_ops(&p, &tb_ops_copies, size);
 	memcpy(mirror, tb.data, size);
@@ -1815,7 +1870,22 @@ START_TEST(test_ring_payloads)
 	ck_assert_uint_eq(tbc.yes + tbc.no, small);
 	if (tbc.random)
 		ck_assert(tbc.yes > 10 && tbc.no > 10);
+	/* Most payloads were kept; some were refused (the ring must keep
+	 * room for a whole 2 MiB one) and copied - the data above says
+	 * both kinds landed right. */
+	if (tbc.keep) {
+		ck_assert_uint_eq(stats().rx_kept, tbc.kept_total);
+		ck_assert_uint_gt(tbc.kept_total, small / 2);
+		ck_assert_uint_lt(tbc.kept_total, small);
+		/* What is kept fills the ring between lets-go: the server
+		 * asked for them rather than wait for ever. */
+		ck_assert_uint_gt(tbc.let_go, 0);
+	}
 	close(fd);
+	pump_ms(10);
+	ck_assert_uint_eq(stats().conns_open, 0);
+	while (tbc.nr_kept)
+		tb_kept_drop(tbc.nr_kept - 1);
 	env_stop();
 	free(mirror);
 	free(src);
@@ -2029,7 +2099,7 @@ int main(void)
 			    (int)(sizeof(errmap) / sizeof(errmap[0])));
 	tcase_add_test(tc, test_inflight_cap);
 	tcase_add_test(tc, test_several_conns);
-	tcase_add_loop_test(tc, test_ring_payloads, 0, 2);
+	tcase_add_loop_test(tc, test_ring_payloads, 0, 3);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifetime");
