@@ -324,12 +324,11 @@ static void tb_write_c(void *be, struct za_nbd_req *r, uint64_t off,
 			    (tbc.nr_kept && rand_r(&tbc.seed) % 3 == 0))
 				tb_kept_drop((unsigned)rand_r(&tbc.seed) %
 					     tbc.nr_kept);
-			tbc.kept[tbc.nr_kept++] = (struct tb_kept){
-				.buf = buf,
-				.copy = malloc(len),
-				.len = len,
-				.pl = pl
-			};
+			tbc.kept[tbc.nr_kept++] =
+				(struct tb_kept){ .buf = buf,
+						  .copy = malloc(len),
+						  .len = len,
+						  .pl = pl };
 			ck_assert_ptr_nonnull(tbc.kept[tbc.nr_kept - 1].copy);
 			memcpy(tbc.kept[tbc.nr_kept - 1].copy, buf, len);
 			tbc.kept_total++;
