@@ -120,10 +120,11 @@
 /* ---- limits of this implementation ---- */
 
 #define NBD_IBUF_BYTES (64u << 10)
-/* What a connection's receive thread reads ahead of the loop; WRITE
- * payloads up to half of it are used in place from the ring. */
-#define NBD_RX_RING_BYTES (4u << 20)
-#define NBD_RX_RING_PAYLOAD (NBD_RX_RING_BYTES / 2)
+/* What a connection's receive thread reads ahead of the loop, payloads
+ * kept for their stripes included; WRITE payloads up to 2 MiB are used
+ * in place from the ring (larger ones go straight to their buffers). */
+#define NBD_RX_RING_BYTES (16u << 20)
+#define NBD_RX_RING_PAYLOAD (2u << 20)
 /* Options per connection: haggling cannot go on forever. */
 #define NBD_MAX_OPTS 1024u
 /* Socket reads per wake-up, so that one busy client cannot starve others. */
