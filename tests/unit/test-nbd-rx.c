@@ -23,6 +23,7 @@
 
 #include "io.h"
 #include "nbd-rx.h"
+#include "payload.h"
 
 struct rig {
 	struct za_io *io;
@@ -364,6 +365,109 @@ END_TEST
 
 /* A reader that waits for a whole payload is not woken for its pieces;
  * the end of input before it is all there ends the wait (0). */
+/*
+ * Loop over ring sizes: as test_peek_in_place, but payloads are kept
+ * (za_nbd_rx_keep(), room for a half-ring payload reserved) and let go
+ * of later in random order; each is checked unchanged when let go of,
+ * so a thread that wrote into kept bytes fails. When the ring is full of
+ * kept payloads (za_nbd_rx_starved()) all are let go of, as the export
+ * does; the last ones only after the rig stopped.
+ */
+struct kept {
+	struct za_payload *pl;
+	const uint8_t *p;
+	uint64_t off;
+	size_t len;
+};
+
+static void kept_drop(struct kept *k, unsigned *nr, unsigned i)
+{
+	check_bytes(k[i].p, k[i].len, k[i].off);
+	za_payload_put(k[i].pl);
+	k[i] = k[--*nr];
+}
+
+START_TEST(test_keep_in_place)
+{
+	/* Enough half-ring payloads for the largest ring too. */
+	const size_t ring = peek_rings[_i],
+		     total = ring < (1u << 20) ? 8u << 20 : 16 * ring;
+	struct rig g;
+	uint8_t *src = malloc(1u << 20), hdr[28];
+	uint64_t sent = 0, got = 0;
+	unsigned seed = 4242 + (unsigned)_i, nr = 0, kept = 0, starved = 0;
+	struct kept k[64];
+	size_t want = 0;
+
+	ck_assert_ptr_nonnull(src);
+	rig_start(&g, ring, 0);
+	while (got < total) {
+		if (sent < total)
+			send_piece(&g, src, &sent, total, &seed);
+		if (za_nbd_rx_starved(g.rx)) {
+			starved++;
+			while (nr)
+				kept_drop(k, &nr, nr - 1);
+		}
+		if (!want) {
+			size_t len = sizeof(hdr), have = 0;
+			ssize_t n;
+
+			if (len > total - got)
+				len = total - got;
+			while (have < len) {
+				n = za_nbd_rx_recv(g.rx, hdr + have, len - have,
+						   false);
+				if (n == -EAGAIN)
+					break;
+				ck_assert_int_gt(n, 0);
+				have += (size_t)n;
+			}
+			check_bytes(hdr, have, got);
+			got += have;
+			if (have < len) {
+				rig_wait(&g, 10);
+				continue;
+			}
+			want = 1 + (size_t)rand_r(&seed) % (ring / 2);
+			if (want > total - got)
+				want = total - got;
+		} else {
+			const void *p;
+			ssize_t n = za_nbd_rx_peek(g.rx, want, &p);
+			struct za_payload *pl;
+
+			if (n == -EAGAIN) {
+				rig_wait(&g, 10);
+				continue;
+			}
+			ck_assert_int_eq(n, (ssize_t)want);
+			check_bytes(p, want, got);
+			pl = nr < 64 ? za_nbd_rx_keep(g.rx, want, ring / 2) :
+				       NULL;
+			if (pl) {
+				k[nr++] = (struct kept){ pl, p, got, want };
+				kept++;
+			} else {
+				za_nbd_rx_skip(g.rx, want);
+			}
+			got += want;
+			want = 0;
+			if (nr && rand_r(&seed) % 3 == 0)
+				kept_drop(k, &nr, (unsigned)rand_r(&seed) % nr);
+		}
+	}
+	ck_assert_uint_gt(kept, 10);
+	/* The ring filled with kept payloads, and said so, and let go of
+	 * them the stream went on. */
+	ck_assert_uint_gt(starved, 0);
+	rig_stop(&g);
+	while (nr)
+		kept_drop(k, &nr, nr - 1);
+	free(src);
+}
+END_TEST
+
 START_TEST(test_peek_wakes_once)
 {
 	struct rig g;
@@ -407,6 +511,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_stream_in_order, 0,
 			    sizeof(shapes) / sizeof(shapes[0]));
 	tcase_add_loop_test(tc, test_peek_in_place, 0,
+			    sizeof(peek_rings) / sizeof(peek_rings[0]));
+	tcase_add_loop_test(tc, test_keep_in_place, 0,
 			    sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_test(tc, test_peek_wakes_once);
 	tcase_add_test(tc, test_end_after_bytes);
