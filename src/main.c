@@ -41,10 +41,13 @@ enum { EXIT_USAGE = 2 };
 
 /*
  * How long the loop polls after work before it sleeps (za_io_set_poll()).
- * On 2 vCPUs with fio's random 4 KiB writes, 300 us gave the most of the
- * values tried (20, 100, 300, 1000): docs/design.md 8.6.
+ * On 2 vCPUs, a loop that polls takes the core from the threads beside
+ * it: once kept payloads moved the sequential work to the worker, 300 us
+ * cost fio's 1 MiB writes a fifth of their rate, and 0, 20, 50 and 100
+ * us did not (random 4 KiB writes: the same within the noise, 50 us
+ * ahead of 0 in one of two sets): docs/design.md 8.6.
  */
-#define ZAD_POLL_US 300u
+#define ZAD_POLL_US 50u
 #define ZAD_POLL_US_MAX 100000u
 
 static void usage(FILE *f)
