@@ -142,6 +142,8 @@ struct za_nbd_stats {
 	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
 	uint64_t rx_in_place; /* WRITE payloads handed over in the ring */
 	uint64_t rx_kept; /* of those, kept there by the backend */
+	uint64_t ibuf_in_place; /* WRITE payloads handed over in the input
+				   buffer (no receive thread) */
 };
 
 /*

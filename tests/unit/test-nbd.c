@@ -1891,6 +1891,71 @@ START_TEST(test_ring_payloads)
 }
 END_TEST
 
+/*
+ * Loop: the backend always takes payloads at once, or at random. With no
+ * receive thread (no large WRITE), 200 WRITEs of 4-60 KiB are sent in
+ * batches of up to eight and their replies read: payloads that arrived
+ * whole with their header go to the backend from the input buffer when
+ * it says it copies, the others through request buffers - every byte
+ * lands either way.
+ */
+START_TEST(test_ibuf_payloads)
+{
+	const uint64_t size = 4u << 20;
+	struct za_nbd_params p = { 0 };
+	uint8_t *mirror = malloc(size), *src = malloc(64u << 10);
+	unsigned seed = 7, i, sent = 0;
+	uint64_t cookie = 1, x = 1234567;
+	int fd;
+
+	ck_assert(mirror && src);
+	memset(&tbc, 0, sizeof(tbc));
+	tbc.random = _i == 1;
+	tbc.seed = 11;
+	env_start_ops(&p, &tb_ops_copies, size);
+	memcpy(mirror, tb.data, size);
+	fd = env_connect();
+	while (sent < 200) {
+		unsigned n = 1 + (unsigned)rand_r(&seed) % 8;
+
+		for (i = 0; i < n; i++) {
+			uint32_t len = (1 + (uint32_t)rand_r(&seed) % 15) * BLK;
+			uint64_t off = (uint64_t)rand_r(&seed) %
+				       ((size - len) / BLK + 1) * BLK;
+			uint32_t j;
+
+			for (j = 0; j < len / 8; j++) {
+				x ^= x << 13;
+				x ^= x >> 7;
+				x ^= x << 17;
+				memcpy(src + 8 * j, &x, 8);
+			}
+			memcpy(mirror + off, src, len);
+			cl_req(fd, 0, CMD_WRITE, cookie + i, off, len, src);
+		}
+		for (i = 0; i < n; i++) {
+			uint64_t got;
+
+			ck_assert_uint_eq(cl_reply(fd, &got), 0);
+		}
+		cookie += n;
+		sent += n;
+	}
+	ck_assert_mem_eq(tb.data, mirror, size);
+	ck_assert_uint_eq(tb.calls[OP_WRITE], sent);
+	ck_assert_uint_eq(stats().rx_threads, 0);
+	/* Most came whole with their header; a "no" sent them the long way. */
+	ck_assert_uint_gt(stats().ibuf_in_place, sent / 4);
+	ck_assert_uint_le(stats().ibuf_in_place, tbc.yes);
+	if (tbc.random)
+		ck_assert_uint_gt(tbc.no, 10);
+	close(fd);
+	env_stop();
+	free(mirror);
+	free(src);
+}
+END_TEST
+
 START_TEST(test_params)
 {
 	struct za_nbd_params p = { .export_name = EXPORT };
@@ -2099,6 +2164,7 @@ int main(void)
 	tcase_add_test(tc, test_inflight_cap);
 	tcase_add_test(tc, test_several_conns);
 	tcase_add_loop_test(tc, test_ring_payloads, 0, 3);
+	tcase_add_loop_test(tc, test_ibuf_payloads, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lifetime");
