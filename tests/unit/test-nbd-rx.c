@@ -116,6 +116,30 @@ static void check_bytes(const uint8_t *p, size_t n, uint64_t off)
 }
 
 /*
+ * The next 28-byte header (fewer at the stream's end @total), as much of
+ * it as has come: checked and counted in @got. True when it came whole.
+ */
+static bool take_header(struct rig *g, uint64_t total, uint64_t *got)
+{
+	uint8_t hdr[28];
+	size_t len = sizeof(hdr), have = 0;
+	ssize_t n;
+
+	if (len > total - *got)
+		len = total - *got;
+	while (have < len) {
+		n = za_nbd_rx_recv(g->rx, hdr + have, len - have, false);
+		if (n == -EAGAIN)
+			break;
+		ck_assert_int_gt(n, 0);
+		have += (size_t)n;
+	}
+	check_bytes(hdr, have, *got);
+	*got += have;
+	return have == len;
+}
+
+/*
  * Loop: ring size x client socket buffer. The client sends @total bytes
  * in random pieces (never blocking); the reader takes them with random
  * reads: small ones (<= 64 KiB, not direct) and large direct ones into a
@@ -306,7 +330,7 @@ START_TEST(test_peek_in_place)
 {
 	const size_t total = 8u << 20, ring = peek_rings[_i];
 	struct rig g;
-	uint8_t *src = malloc(1u << 20), hdr[28];
+	uint8_t *src = malloc(1u << 20);
 	uint64_t sent = 0, got = 0;
 	unsigned seed = 777 + (unsigned)_i;
 	size_t want = 0; /* 0: a header next */
@@ -317,29 +341,11 @@ START_TEST(test_peek_in_place)
 		if (sent < total)
 			send_piece(&g, src, &sent, total, &seed);
 		if (!want) {
-			size_t len = sizeof(hdr), have = 0;
-			ssize_t n;
-
-			if (len > total - got)
-				len = total - got;
-			while (have < len) {
-				n = za_nbd_rx_recv(g.rx, hdr + have, len - have,
-						   false);
-				if (n == -EAGAIN)
-					break;
-				ck_assert_int_gt(n, 0);
-				have += (size_t)n;
-			}
-			if (have < len) {
-				/* Partial header: give it back to the test's
-				 * count, and wait for more. */
-				check_bytes(hdr, have, got);
-				got += have;
+			if (!take_header(&g, total, &got)) {
+				/* Partial header: counted; wait for more. */
 				rig_wait(&g, 10);
 				continue;
 			}
-			check_bytes(hdr, len, got);
-			got += len;
 			want = 1 + (size_t)rand_r(&seed) % (ring / 2);
 			if (want > total - got)
 				want = total - got;
@@ -393,7 +399,7 @@ START_TEST(test_keep_in_place)
 	const size_t ring = peek_rings[_i],
 		     total = ring < (1u << 20) ? 8u << 20 : 16 * ring;
 	struct rig g;
-	uint8_t *src = malloc(1u << 20), hdr[28];
+	uint8_t *src = malloc(1u << 20);
 	uint64_t sent = 0, got = 0;
 	unsigned seed = 4242 + (unsigned)_i, nr = 0, kept = 0, starved = 0;
 	struct kept k[64];
@@ -410,22 +416,8 @@ START_TEST(test_keep_in_place)
 				kept_drop(k, &nr, nr - 1);
 		}
 		if (!want) {
-			size_t len = sizeof(hdr), have = 0;
-			ssize_t n;
-
-			if (len > total - got)
-				len = total - got;
-			while (have < len) {
-				n = za_nbd_rx_recv(g.rx, hdr + have, len - have,
-						   false);
-				if (n == -EAGAIN)
-					break;
-				ck_assert_int_gt(n, 0);
-				have += (size_t)n;
-			}
-			check_bytes(hdr, have, got);
-			got += have;
-			if (have < len) {
+			if (!take_header(&g, total, &got)) {
+				/* Partial header: counted; wait for more. */
 				rig_wait(&g, 10);
 				continue;
 			}

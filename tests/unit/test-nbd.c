@@ -1796,6 +1796,19 @@ START_TEST(test_several_conns)
 }
 END_TEST
 
+/* @len bytes of xorshift64 output from state @x, into @dst. */
+static void fill_xorshift(uint8_t *dst, uint32_t len, uint64_t *x)
+{
+	uint32_t j;
+
+	for (j = 0; j < len / 8; j++) {
+		*x ^= *x << 13;
+		*x ^= *x >> 7;
+		*x ^= *x << 17;
+		memcpy(dst + 8 * j, x, 8);
+	}
+}
+
 /*
  * Loop: the backend always takes payloads at once, or at random, or
  * always and keeps them in the ring (2: za_nbd_req_keep(), let go of in
@@ -1837,14 +1850,8 @@ START_TEST(test_ring_payloads)
 				       (uint64_t)rand_r(&seed) %
 					       ((quarter - len) / BLK + 1) *
 					       BLK;
-			uint32_t j;
 
-			for (j = 0; j < len / 8; j++) {
-				x ^= x << 13;
-				x ^= x >> 7;
-				x ^= x << 17;
-				memcpy(src + 8 * j, &x, 8);
-			}
+			fill_xorshift(src, len, &x);
 			memcpy(mirror + off, src, len);
 			cl_req(fd, rand_r(&seed) % 2 ? F_FUA : 0, CMD_WRITE,
 			       cookie + i, off, len, src);
@@ -1922,14 +1929,8 @@ START_TEST(test_ibuf_payloads)
 			uint32_t len = (1 + (uint32_t)rand_r(&seed) % 15) * BLK;
 			uint64_t off = (uint64_t)rand_r(&seed) %
 				       ((size - len) / BLK + 1) * BLK;
-			uint32_t j;
 
-			for (j = 0; j < len / 8; j++) {
-				x ^= x << 13;
-				x ^= x >> 7;
-				x ^= x << 17;
-				memcpy(src + 8 * j, &x, 8);
-			}
+			fill_xorshift(src, len, &x);
 			memcpy(mirror + off, src, len);
 			cl_req(fd, 0, CMD_WRITE, cookie + i, off, len, src);
 		}
