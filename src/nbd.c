@@ -1128,8 +1128,7 @@ static void got_ibuf_payload(struct za_nbd_conn *c)
 	conn_expect(c, RD_REQ_HDR, c->hdr, NBD_REQ_HDR_BYTES);
 	s->st.ibuf_in_place++;
 	r->state = REQ_BACKEND;
-	s->ops->write(s->be, r, r->off, r->len, p,
-		      r->flags & NBD_CMD_FLAG_FUA);
+	s->ops->write(s->be, r, r->off, r->len, p, r->flags & NBD_CMD_FLAG_FUA);
 	/* write() may have closed the connection, and freed the buffer. */
 	if (c->closed)
 		return;

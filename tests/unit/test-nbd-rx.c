@@ -326,6 +326,39 @@ END_TEST
  */
 static const size_t peek_rings[] = { 4096, 65536, 102400, 4u << 20 };
 
+/*
+ * The stream as headers and payloads of random size (up to half the
+ * ring): the next payload, whole and checked, in place; NULL after a
+ * short wait while it (or its header) has not all come. @want is 0
+ * while a header is due, else the payload's size.
+ */
+static const void *next_payload(struct rig *g, size_t ring, uint64_t total,
+				uint64_t *got, size_t *want, unsigned *seed)
+{
+	const void *p;
+	ssize_t n;
+
+	if (!*want) {
+		if (!take_header(g, total, got)) {
+			rig_wait(g, 10);
+			return NULL;
+		}
+		*want = 1 + (size_t)rand_r(seed) % (ring / 2);
+		if (*want > total - *got)
+			*want = total - *got;
+		if (!*want)
+			return NULL; /* the stream ended with the header */
+	}
+	n = za_nbd_rx_peek(g->rx, *want, &p);
+	if (n == -EAGAIN) {
+		rig_wait(g, 10);
+		return NULL;
+	}
+	ck_assert_int_eq(n, (ssize_t)*want);
+	check_bytes(p, *want, *got);
+	return p;
+}
+
 START_TEST(test_peek_in_place)
 {
 	const size_t total = 8u << 20, ring = peek_rings[_i];
@@ -338,31 +371,16 @@ START_TEST(test_peek_in_place)
 	ck_assert_ptr_nonnull(src);
 	rig_start(&g, ring, 0);
 	while (got < total) {
+		const void *p;
+
 		if (sent < total)
 			send_piece(&g, src, &sent, total, &seed);
-		if (!want) {
-			if (!take_header(&g, total, &got)) {
-				/* Partial header: counted; wait for more. */
-				rig_wait(&g, 10);
-				continue;
-			}
-			want = 1 + (size_t)rand_r(&seed) % (ring / 2);
-			if (want > total - got)
-				want = total - got;
-		} else {
-			const void *p;
-			ssize_t n = za_nbd_rx_peek(g.rx, want, &p);
-
-			if (n == -EAGAIN) {
-				rig_wait(&g, 10);
-				continue;
-			}
-			ck_assert_int_eq(n, (ssize_t)want);
-			check_bytes(p, want, got);
-			za_nbd_rx_skip(g.rx, want);
-			got += want;
-			want = 0;
-		}
+		p = next_payload(&g, ring, total, &got, &want, &seed);
+		if (!p)
+			continue;
+		za_nbd_rx_skip(g.rx, want);
+		got += want;
+		want = 0;
 	}
 	rig_stop(&g);
 	free(src);
@@ -408,6 +426,9 @@ START_TEST(test_keep_in_place)
 	ck_assert_ptr_nonnull(src);
 	rig_start(&g, ring, 0);
 	while (got < total) {
+		struct za_payload *pl;
+		const void *p;
+
 		if (sent < total)
 			send_piece(&g, src, &sent, total, &seed);
 		if (za_nbd_rx_starved(g.rx)) {
@@ -415,43 +436,24 @@ START_TEST(test_keep_in_place)
 			while (nr)
 				kept_drop(k, &nr, nr - 1);
 		}
-		if (!want) {
-			if (!take_header(&g, total, &got)) {
-				/* Partial header: counted; wait for more. */
-				rig_wait(&g, 10);
-				continue;
-			}
-			want = 1 + (size_t)rand_r(&seed) % (ring / 2);
-			if (want > total - got)
-				want = total - got;
+		p = next_payload(&g, ring, total, &got, &want, &seed);
+		if (!p)
+			continue;
+		pl = nr < 64 ? za_nbd_rx_keep(g.rx, want, ring / 2) : NULL;
+		if (pl) {
+			k[nr++] = (struct kept){ pl, p, got, want };
+			kept++;
 		} else {
-			const void *p;
-			ssize_t n = za_nbd_rx_peek(g.rx, want, &p);
-			struct za_payload *pl;
-
-			if (n == -EAGAIN) {
-				rig_wait(&g, 10);
-				continue;
-			}
-			ck_assert_int_eq(n, (ssize_t)want);
-			check_bytes(p, want, got);
-			pl = nr < 64 ? za_nbd_rx_keep(g.rx, want, ring / 2) :
-				       NULL;
-			if (pl) {
-				k[nr++] = (struct kept){ pl, p, got, want };
-				kept++;
-			} else {
-				za_nbd_rx_skip(g.rx, want);
-			}
-			got += want;
-			want = 0;
-			if (nr && rand_r(&seed) % 3 == 0)
-				kept_drop(k, &nr, (unsigned)rand_r(&seed) % nr);
+			za_nbd_rx_skip(g.rx, want);
 		}
+		got += want;
+		want = 0;
+		if (nr && rand_r(&seed) % 3 == 0)
+			kept_drop(k, &nr, (unsigned)rand_r(&seed) % nr);
 	}
 	ck_assert_uint_gt(kept, 10);
-	/* The ring filled with kept payloads, and said so, and let go of
-	 * them the stream went on. */
+	/* The ring filled with kept payloads and said so, and once they
+	 * were let go of the stream went on. */
 	ck_assert_uint_gt(starved, 0);
 	rig_stop(&g);
 	while (nr)
