@@ -96,7 +96,7 @@ grep -q "^Usage: zarrayd \[-s SOCKET\] \[--run-dir DIR\] \[--state-dir DIR\] \[-
 	grep -q -- "--state-dir DIR .*(default /var/lib/zarray)" "$SCRATCH/help" ||
 	fail "zarrayd --help: $(cat "$SCRATCH/help")"
 grep -q -- "--poll-us N .*poll for N microseconds" "$SCRATCH/help" &&
-	grep -q "(default 300; 0: sleep at once)" "$SCRATCH/help" ||
+	grep -q "(default 50; 0: sleep at once)" "$SCRATCH/help" ||
 	fail "zarrayd --help: no --poll-us: $(cat "$SCRATCH/help")"
 pass "zarrayd --help: the options and their defaults; bad --poll-us values exit 2"
 touch "$SCRATCH/file"
