@@ -121,7 +121,8 @@ static void check_bytes(const uint8_t *p, size_t n, uint64_t off)
  */
 static bool take_header(struct rig *g, uint64_t total, uint64_t *got)
 {
-	uint8_t hdr[28];
+	/* Zeroed: gcc with ASan cannot see that have stays 0 at len 0. */
+	uint8_t hdr[28] = { 0 };
 	size_t len = sizeof(hdr), have = 0;
 	ssize_t n;
 
