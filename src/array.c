@@ -47,6 +47,8 @@ struct za_array {
 	bool rb_defer_pending;
 	struct za_engine_flush rb_flush; /* moved columns made durable */
 	bool rb_flushing;
+	struct za_io_defer rel_defer; /* release removed members' devices */
+	bool rel_pending;
 	/* Superblock updates: one round at a time, coalesced. */
 	struct za_sb_write_op *sb_ops;
 	unsigned sb_pending;
@@ -141,7 +143,8 @@ static void array_free(struct za_array *a)
 	}
 	rebuild_quiesce(a);
 	if (a->eng) {
-		while (za_engine_busy(a->eng) || a->sb_pending)
+		while (za_engine_busy(a->eng) || a->sb_pending ||
+		       a->rel_pending)
 			za_io_run_once(a->io);
 	}
 	za_rebuild_free(a->rb);
@@ -303,6 +306,63 @@ void za_array_set_auto_rebuild(bool on)
 	auto_rebuild = on;
 }
 
+/*
+ * Close the devices of members that became REMOVED: the drive is the
+ * admin's again (an emulated one's lock is dropped), as after a restart,
+ * which opens no removed member. Requests still in flight to one (the
+ * resets of the zones its moved columns left) hold it a while longer:
+ * try again shortly. Returns true if one is still held.
+ */
+static bool release_removed(struct za_array *a)
+{
+	bool held = false;
+	unsigned i;
+	int r;
+
+	for (i = 0; i < a->nr_members; i++) {
+		if (a->states[i] != ZA_MEMBER_REMOVED || !a->devs[i])
+			continue;
+		r = za_engine_member_release(a->eng, i);
+		if (r == -EBUSY) {
+			held = true;
+			continue;
+		}
+		if (r)
+			continue;
+		za_dev_close(a->devs[i]);
+		a->devs[i] = NULL;
+		za_log_info("array %s: member %u (%s) released", a->sb->name, i,
+			    a->paths[i]);
+	}
+	return held;
+}
+
+#define ZA_ARRAY_RELEASE_RETRY_NS (10 * 1000 * 1000ull)
+
+static void release_later(struct za_io_defer *d)
+{
+	struct za_array *a =
+		(struct za_array *)((char *)d -
+				    offsetof(struct za_array, rel_defer));
+
+	if (!a->stopping && release_removed(a)) {
+		za_io_defer_at(a->io, &a->rel_defer,
+			       za_io_now_ns() + ZA_ARRAY_RELEASE_RETRY_NS);
+		return;
+	}
+	a->rel_pending = false;
+}
+
+static void release_kick(struct za_array *a)
+{
+	if (a->rel_pending || a->stopping || !release_removed(a))
+		return;
+	a->rel_pending = true;
+	a->rel_defer.fn = release_later;
+	za_io_defer_at(a->io, &a->rel_defer,
+		       za_io_now_ns() + ZA_ARRAY_RELEASE_RETRY_NS);
+}
+
 static void rb_flushed(struct za_engine_flush *f, int result)
 {
 	struct za_array *a =
@@ -338,8 +398,10 @@ static void rb_flushed(struct za_engine_flush *f, int result)
 		a->states[i] = ZA_MEMBER_REMOVED;
 		changed = true;
 	}
-	if (changed)
+	if (changed) {
 		sb_round(a);
+		release_kick(a);
+	}
 }
 
 /* Members that a rebuild run ends by retiring once nothing needs them. */
@@ -501,7 +563,8 @@ static void rebuild_quiesce(struct za_array *a)
 	if (!a->rb)
 		return;
 	za_rebuild_stop(a->rb);
-	while (za_rebuild_busy(a->rb) || a->rb_defer_pending || a->rb_flushing)
+	while (za_rebuild_busy(a->rb) || a->rb_defer_pending ||
+	       a->rb_flushing || a->rel_pending)
 		za_io_run_once(a->io);
 }
 
@@ -1317,14 +1380,23 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 
 /* ---- drive lifecycle: add, remove, replace ---- */
 
+/*
+ * The member @path names: one in service first, since a removed member's
+ * drive may have been added again as a new member; else a removed one.
+ */
 static int member_find(const struct za_array *a, const char *path)
 {
+	int found = -1;
 	unsigned i;
 
-	for (i = 0; i < a->nr_members; i++)
-		if (!strcmp(a->paths[i], path))
+	for (i = 0; i < a->nr_members; i++) {
+		if (strcmp(a->paths[i], path))
+			continue;
+		if (a->states[i] != ZA_MEMBER_REMOVED)
 			return (int)i;
-	return -1;
+		found = (int)i;
+	}
+	return found;
 }
 
 /* Grow the per-member arrays by one (no superblock write in flight). */
@@ -1368,14 +1440,15 @@ static int add_one(struct za_array *a, const char *path, unsigned *idx,
 	struct za_sb *old;
 	const char *hint = path;
 	unsigned i, eidx;
-	int ret;
+	int ret, found;
 
 	if (a->nr_members >= ZA_SB_MAX_MEMBERS) {
 		seterr(err, errlen, "array '%s' has %u members, the most",
 		       a->sb->name, a->nr_members);
 		return -ENOSPC;
 	}
-	if (member_find(a, path) >= 0) {
+	found = member_find(a, path);
+	if (found >= 0 && a->states[found] != ZA_MEMBER_REMOVED) {
 		seterr(err, errlen, "%s is already a member of '%s'", path,
 		       a->sb->name);
 		return -EEXIST;

@@ -3508,6 +3508,20 @@ int za_engine_member_retire(struct za_engine *e, unsigned idx)
 	return 0;
 }
 
+int za_engine_member_release(struct za_engine *e, unsigned idx)
+{
+	struct member *m = &e->m[idx];
+
+	assert(idx < e->nr_members);
+	if (m->state != ZA_MEMBER_REMOVED || !m->dev)
+		return -EINVAL;
+	/* Resets of the zones its moved columns left may still be on it. */
+	if (m->dev->inflight)
+		return -EBUSY;
+	m->dev = NULL;
+	return 0;
+}
+
 /* One stripe of a column rebuild. */
 struct rb_ent {
 	struct za_col_rebuild *cr;

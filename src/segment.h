@@ -463,6 +463,13 @@ unsigned za_engine_member_refs(const struct za_engine *e, unsigned idx);
 /* A lost member nothing needs any more becomes REMOVED: 0, or -EBUSY
  * while segment columns still need it, -EINVAL if it is not lost. */
 int za_engine_member_retire(struct za_engine *e, unsigned idx);
+/*
+ * The engine lets go of a REMOVED member's device, which the caller may
+ * then close: 0, -EBUSY while requests to it are in flight (try again
+ * later), -EINVAL if the member is not REMOVED or has no device. Loop
+ * thread.
+ */
+int za_engine_member_release(struct za_engine *e, unsigned idx);
 
 /*
  * Rebuild lost column @col of a segment into a free zone of a writable

@@ -1115,8 +1115,9 @@ END_TEST
 
 /*
  * Drain a member (remove): its columns are copied off it (one read per
- * live stripe), new segments avoid it, and afterwards it can vanish
- * together with p others and every live block still reads back.
+ * live stripe), the engine lets go of its device once retired, new
+ * segments avoid it, and afterwards it can vanish together with p others
+ * and every live block still reads back.
  */
 START_TEST(test_drain)
 {
@@ -1125,6 +1126,7 @@ START_TEST(test_drain)
 	bool dead[120];
 	struct za_seg_info si;
 	unsigned i, n = 0, x, lost = 0;
+	int r;
 
 	rng = 0xd7a1ull;
 	tarr_make(&t, 10, 3, 2, 4096, 2, 8, 2);
@@ -1144,7 +1146,14 @@ START_TEST(test_drain)
 	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
 	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
 	ck_assert_int_eq(za_engine_member_retire(t.e, x), 0);
-	/* New writes avoid it. */
+	/* Its device is let go once nothing is in flight to it (the caller
+	 * closes it); only a removed member's. */
+	ck_assert_int_eq(za_engine_member_release(t.e, (x + 1) % t.n), -EINVAL);
+	while ((r = za_engine_member_release(t.e, x)) == -EBUSY)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(r, 0);
+	ck_assert_int_eq(za_engine_member_release(t.e, x), -EINVAL);
+	/* New writes avoid it; everything reads back without it. */
 	for (i = 0; i < 10; i++) {
 		struct wrec nw;
 		unsigned c;
