@@ -524,23 +524,63 @@ static bool same_file(const struct stat *a, const struct stat *b)
 }
 
 /*
+ * The first of @n drives (their stat in @sp; st_mode 0 matches nothing)
+ * that is an online or draining member of a running array: its index,
+ * with the array in *@arr and the member in *@mem; -1 if none. Each
+ * array's status is taken once.
+ */
+static int find_held(struct za_daemon *d, const struct stat *sp, size_t n,
+		     struct d_array **arr, struct za_array_member_status *mem)
+{
+	struct za_array_status st;
+	struct d_array *e;
+	struct stat sm;
+	unsigned i;
+	size_t p;
+
+	for (e = d->arrays; e; e = e->next) {
+		memset(&st, 0, sizeof(st));
+		if (za_array_status(e->a, &st) < 0) {
+			free(st.members);
+			continue;
+		}
+		for (i = 0; i < st.nr_members; i++) {
+			const struct za_array_member_status *m = &st.members[i];
+
+			if ((m->state != ZA_MEMBER_ONLINE &&
+			     m->state != ZA_MEMBER_DRAINING) ||
+			    stat(m->path, &sm))
+				continue;
+			for (p = 0; p < n; p++) {
+				if (!sp[p].st_mode || !same_file(&sp[p], &sm))
+					continue;
+				*arr = e;
+				*mem = *m;
+				free(st.members);
+				return (int)p;
+			}
+		}
+		free(st.members);
+	}
+	return -1;
+}
+
+/*
  * A running array keeps its members' drives open and locked: to the array
  * layer a drive given again is only "in use by another process". Say
  * whose it is instead. Answers and returns false if one of @paths is an
  * online or draining member of a running array. A failed or removed
  * member's path is left to the array layer (a new drive may be there
- * now), as is a path that does not stat. Each path and each member is
- * looked at once.
+ * now), as is a path that does not stat.
  */
 static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 			   uint64_t id, char *const *paths, size_t n)
 {
-	struct za_array_status st;
-	struct stat *sp, sm;
-	struct d_array *e;
-	bool held = false;
-	unsigned i;
+	struct za_array_member_status m;
+	struct d_array *e = NULL;
+	struct stat *sp;
 	size_t p;
+	int held;
 
 	sp = calloc(n ? n : 1, sizeof(*sp));
 	if (!sp)
@@ -548,36 +588,15 @@ static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 	for (p = 0; p < n; p++)
 		if (stat(paths[p], &sp[p]))
 			sp[p].st_mode = 0; /* matches nothing */
-	for (e = d->arrays; e && !held; e = e->next) {
-		memset(&st, 0, sizeof(st));
-		if (za_array_status(e->a, &st) < 0) {
-			free(st.members);
-			continue;
-		}
-		for (i = 0; i < st.nr_members && !held; i++) {
-			const struct za_array_member_status *m = &st.members[i];
-
-			if ((m->state != ZA_MEMBER_ONLINE &&
-			     m->state != ZA_MEMBER_DRAINING) ||
-			    stat(m->path, &sm))
-				continue;
-			for (p = 0; p < n && !held; p++) {
-				if (!sp[p].st_mode || !same_file(&sp[p], &sm))
-					continue;
-				za_rpc_reply_error(
-					c, id, ZARRAY__ERROR_CODE__ERR_BUSY,
-					EBUSY,
-					"%s is in use: member %u (%s) of the "
-					"running array '%s'",
-					paths[p], m->idx,
-					za_member_state_str(m->state), e->name);
-				held = true;
-			}
-		}
-		free(st.members);
-	}
+	held = find_held(d, sp, n, &e, &m);
+	if (held >= 0)
+		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
+				   "%s is in use: member %u (%s) of the "
+				   "running array '%s'",
+				   paths[held], m.idx,
+				   za_member_state_str(m.state), e->name);
 	free(sp);
-	return !held;
+	return held < 0;
 }
 
 /* ---- state directory ---- */
@@ -1004,9 +1023,29 @@ static int assemble_record(struct za_daemon *d, const struct record *r,
 	if (!paths)
 		return -ENOMEM;
 	for (i = 0; i < r->nr_paths; i++) {
+		struct za_array_member_status m;
+		struct d_array *e;
+		struct stat sp;
+		unsigned j;
+		bool again = false;
+
 		if (access(r->paths[i], F_OK) < 0 && errno == ENOENT) {
 			za_log_warn("%s: %s is gone: assembling without it",
 				    r->name, r->paths[i]);
+			continue;
+		}
+		/* Removed, then added again: one drive, recorded twice. */
+		for (j = 0; j < n && !again; j++)
+			again = !strcmp(paths[j], r->paths[i]);
+		if (again)
+			continue;
+		/* Removed from this array, and since a member of one that
+		 * is running: not this array's, and locked by the other. */
+		if (!stat(r->paths[i], &sp) &&
+		    find_held(d, &sp, 1, &e, &m) >= 0) {
+			za_log_info("%s: %s is member %u of '%s' now: "
+				    "assembling without it",
+				    r->name, r->paths[i], m.idx, e->name);
 			continue;
 		}
 		paths[n++] = r->paths[i];
@@ -1630,6 +1669,14 @@ static void record_add_paths(struct za_daemon *d, struct d_array *e,
 		return; /* the record stays as it was: logged below */
 	e->paths = np;
 	for (i = 0; i < n; i++) {
+		size_t j;
+		bool known = false;
+
+		/* A removed member's drive added again is recorded once. */
+		for (j = 0; j < e->nr_paths && !known; j++)
+			known = !strcmp(e->paths[j], paths[i]);
+		if (known)
+			continue;
 		e->paths[e->nr_paths] = strdup(paths[i]);
 		if (e->paths[e->nr_paths])
 			e->nr_paths++;

@@ -8,14 +8,20 @@
 #    data lands on them (their used bytes grow); a drive of another
 #    array, a drive twice, a path that is not a drive: refused, exit 1;
 #  - `zarray remove` one drive: a drain job runs, the drive ends
-#    "removed" with its superblock cleared (zarray zones still works on
-#    it, and it can be added again), the array stays healthy throughout;
+#    "removed" with its superblock cleared and zarrayd no longer holds it
+#    open (zarray zones still works on it), the array stays healthy
+#    throughout;
 #  - `zarray replace OLD NEW`: NEW is added, OLD drains onto it and ends
-#    removed; NEW holds data;
+#    removed and released; NEW holds data; OLD then goes into a new array
+#    while the first runs;
 #  - removing so many that fewer than k+p drives would be left: refused;
+#  - the removed drive added again under its old path: a new online
+#    member (the old one stays listed as removed);
 #  - at the end the random data and the last pattern of every block of
 #    the written region read back exactly; after a restart of zarrayd
-#    too (the record names the added drives).
+#    too (the record names the added drives, the drive added again once,
+#    and the drive now in the other array is left to it: both arrays
+#    come up).
 # Skips (77) only if nbdcopy or qemu-io is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -88,6 +94,19 @@ sleep 2 # the writer's patterns reach the new drives
 wait_job_end
 [ "$(member_state d1.img)" = removed ] || fail "d1 not removed: $(cat st.json)"
 "$ZARRAY" zones d1.img >/dev/null 2>&1 || fail "zarray zones on the removed drive"
+# Released: zarrayd lets go of the drive (at once, or once the resets of
+# the zones it left are done).
+held() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -q "/$1\$"; }
+released() {
+	local i
+	for i in $(seq 50); do
+		held "$1" || return 0
+		sleep 0.1
+	done
+	fail "zarrayd still holds $1 open after its removal"
+}
+held d0.img || fail "the fd check sees no member's drive (d0.img)"
+released d1.img
 
 # ---- replace ----
 "$ZARRAY" replace t "$SCRATCH/d2.img" "$SCRATCH/n2.img" 2>err.txt || fail "replace: $(cat err.txt)"
@@ -97,6 +116,10 @@ wait_job_end
 [ "$(json "[m['used_bytes'] > 0 for m in d['members'] if m['path'].endswith('/n2.img')][0]")" = True ] ||
 	fail "the new drive holds nothing: $(cat st.json)"
 [ "$(json 'd["state"]')" = healthy ] || fail "not healthy after replace: $(cat st.json)"
+released d2.img
+# Not locked any more: another array may have it while this one runs.
+"$ZARRAY" create o2 --data 1 --parity 1 d2.img n3.img >/dev/null 2>err.txt ||
+	fail "create o2 with the replaced drive: $(cat err.txt)"
 
 # ---- too few left ----
 rc=0
@@ -104,7 +127,9 @@ rc=0
 [ "$rc" = 1 ] && grep -q 'writable members' err.txt || fail "removing too many: exit $rc: $(cat err.txt)"
 
 # ---- the removed drive can join again ----
-"$ZARRAY" add t "$SCRATCH/d1.img" 2>err.txt && fail "re-adding d1 under its old path succeeded while still listed"
+"$ZARRAY" add t "$SCRATCH/d1.img" 2>err.txt || fail "adding d1 again: $(cat err.txt)"
+d1_states() { json "' '.join(sorted(m['state'] for m in d['members'] if m['path'].endswith('/d1.img')))"; }
+[ "$(d1_states)" = "online removed" ] || fail "d1 added again: $(cat st.json)"
 
 # ---- verify ----
 touch stop.flag
@@ -129,4 +154,6 @@ verify "online"
 stop_daemon TERM
 start_daemon
 verify "after a restart"
+[ "$(d1_states)" = "online removed" ] || fail "d1 after a restart: $(cat st.json)"
+"$ZARRAY" status o2 >/dev/null 2>err.txt || fail "o2 after a restart: $(cat err.txt)"
 exit 0
