@@ -207,23 +207,23 @@ static int member_open(struct za_io *io, const char *path, struct za_dev **out)
 	return ret;
 }
 
+static int member_find(const struct za_array *a, const char *path);
+
 int za_array_inject(struct za_array *a, const char *path, const char *spec,
 		    char *err, size_t errlen)
 {
 	struct za_fault_cfg cfg = { 0 };
 	const char *bad = NULL;
-	unsigned i;
+	int i = member_find(a, path);
 
-	for (i = 0; i < a->nr_members; i++)
-		if (!strcmp(a->paths[i], path))
-			break;
-	if (i == a->nr_members) {
+	if (i < 0) {
 		seterr(err, errlen, "%s is not a member of array '%s'", path,
 		       a->sb->name);
 		return -ENOENT;
 	}
 	if (!a->devs[i]) {
-		seterr(err, errlen, "%s is missing", path);
+		seterr(err, errlen, "%s is %s: zarrayd holds no device for it",
+		       path, za_member_state_str(a->states[i]));
 		return -ENODEV;
 	}
 	if (!za_dev_is_fault(a->devs[i])) {
@@ -237,7 +237,7 @@ int za_array_inject(struct za_array *a, const char *path, const char *spec,
 		       bad ? bad : spec);
 		return -EINVAL;
 	}
-	za_log_warn("array %s: member %u (%s): injecting faults: %s",
+	za_log_warn("array %s: member %d (%s): injecting faults: %s",
 		    a->sb->name, i, path, spec);
 	za_fault_set(a->devs[i], &cfg);
 	return 0;
