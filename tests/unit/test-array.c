@@ -10,7 +10,8 @@
  * assembles healthy, segments with no live data do not count as lost.
  * A remove that would leave too little room for the volume (its full
  * size plus the GC reserve) is refused and changes nothing; with a small
- * volume the same remove drains the member away.
+ * volume the same remove drains the member away, its drive is closed
+ * (the emulated drive's lock dropped), and it can be added again.
  */
 #include <check.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "array.h"
@@ -592,6 +594,28 @@ START_TEST(test_remove_space)
 	ck_assert_int_eq(st.members[n - 1].state, ZA_MEMBER_DRAINING);
 	free(st.members);
 	wait_removed(a, n - 1);
+	/* Released: zarrayd's lock on the emulated drive is gone (within
+	 * the retries of in-flight resets), and the drive joins again as a
+	 * new member beside the removed one. */
+	{
+		int fd = open(pp[n - 1], O_RDWR | O_CLOEXEC), r = -1;
+
+		ck_assert_int_ge(fd, 0);
+		for (i = 0; i < 1000 && r; i++) {
+			r = flock(fd, LOCK_EX | LOCK_NB);
+			if (r)
+				za_io_run_once(io);
+		}
+		ck_assert_msg(!r, "the removed drive is still locked");
+		close(fd);
+	}
+	ck_assert_msg(za_array_add(a, &pp[n - 1], 1, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_uint_eq(st.nr_members, n + 1);
+	ck_assert_int_eq(st.members[n - 1].state, ZA_MEMBER_REMOVED);
+	ck_assert_int_eq(st.members[n].state, ZA_MEMBER_ONLINE);
+	free(st.members);
 	ck_assert_int_eq(za_array_destroy(a), 0);
 }
 END_TEST
