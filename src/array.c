@@ -1352,12 +1352,9 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 int za_array_fail(struct za_array *a, const char *path, char *err,
 		  size_t errlen)
 {
-	unsigned i;
+	int i = member_find(a, path);
 
-	for (i = 0; i < a->nr_members; i++)
-		if (!strcmp(a->paths[i], path))
-			break;
-	if (i == a->nr_members) {
+	if (i < 0) {
 		seterr(err, errlen, "%s is not a member of array '%s'", path,
 		       a->sb->name);
 		return -ENOENT;
@@ -1372,9 +1369,9 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 		       za_member_state_str(a->states[i]));
 		return -EINVAL;
 	}
-	za_log_warn("array %s: member %u (%s) failed by request", a->sb->name,
+	za_log_warn("array %s: member %d (%s) failed by request", a->sb->name,
 		    i, path);
-	za_engine_member_fail(a->eng, i, -ECANCELED);
+	za_engine_member_fail(a->eng, (unsigned)i, -ECANCELED);
 	return 0;
 }
 

@@ -616,6 +616,13 @@ START_TEST(test_remove_space)
 	ck_assert_int_eq(st.members[n - 1].state, ZA_MEMBER_REMOVED);
 	ck_assert_int_eq(st.members[n].state, ZA_MEMBER_ONLINE);
 	free(st.members);
+	/* Its path names the new member now, not the removed one. */
+	ck_assert_msg(za_array_fail(a, pp[n - 1], err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.members[n - 1].state, ZA_MEMBER_REMOVED);
+	ck_assert_int_eq(st.members[n].state, ZA_MEMBER_FAILED);
+	free(st.members);
 	ck_assert_int_eq(za_array_destroy(a), 0);
 }
 END_TEST
