@@ -143,8 +143,7 @@ static void array_free(struct za_array *a)
 	}
 	rebuild_quiesce(a);
 	if (a->eng) {
-		while (za_engine_busy(a->eng) || a->sb_pending ||
-		       a->rel_pending)
+		while (za_engine_busy(a->eng) || a->sb_pending)
 			za_io_run_once(a->io);
 	}
 	za_rebuild_free(a->rb);
@@ -207,7 +206,24 @@ static int member_open(struct za_io *io, const char *path, struct za_dev **out)
 	return ret;
 }
 
-static int member_find(const struct za_array *a, const char *path);
+/*
+ * The member @path names: one in service first, since a removed member's
+ * drive may have been added again as a new member; else a removed one.
+ */
+static int member_find(const struct za_array *a, const char *path)
+{
+	int found = -1;
+	unsigned i;
+
+	for (i = 0; i < a->nr_members; i++) {
+		if (strcmp(a->paths[i], path))
+			continue;
+		if (a->states[i] != ZA_MEMBER_REMOVED)
+			return (int)i;
+		found = (int)i;
+	}
+	return found;
+}
 
 int za_array_inject(struct za_array *a, const char *path, const char *spec,
 		    char *err, size_t errlen)
@@ -339,20 +355,9 @@ static bool release_removed(struct za_array *a)
 
 #define ZA_ARRAY_RELEASE_RETRY_NS (10 * 1000 * 1000ull)
 
-static void release_later(struct za_io_defer *d)
-{
-	struct za_array *a =
-		(struct za_array *)((char *)d -
-				    offsetof(struct za_array, rel_defer));
+static void release_later(struct za_io_defer *d);
 
-	if (!a->stopping && release_removed(a)) {
-		za_io_defer_at(a->io, &a->rel_defer,
-			       za_io_now_ns() + ZA_ARRAY_RELEASE_RETRY_NS);
-		return;
-	}
-	a->rel_pending = false;
-}
-
+/* release_removed(), and again every 10 ms while a device is held. */
 static void release_kick(struct za_array *a)
 {
 	if (a->rel_pending || a->stopping || !release_removed(a))
@@ -361,6 +366,16 @@ static void release_kick(struct za_array *a)
 	a->rel_defer.fn = release_later;
 	za_io_defer_at(a->io, &a->rel_defer,
 		       za_io_now_ns() + ZA_ARRAY_RELEASE_RETRY_NS);
+}
+
+static void release_later(struct za_io_defer *d)
+{
+	struct za_array *a =
+		(struct za_array *)((char *)d -
+				    offsetof(struct za_array, rel_defer));
+
+	a->rel_pending = false;
+	release_kick(a);
 }
 
 static void rb_flushed(struct za_engine_flush *f, int result)
@@ -1376,25 +1391,6 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 }
 
 /* ---- drive lifecycle: add, remove, replace ---- */
-
-/*
- * The member @path names: one in service first, since a removed member's
- * drive may have been added again as a new member; else a removed one.
- */
-static int member_find(const struct za_array *a, const char *path)
-{
-	int found = -1;
-	unsigned i;
-
-	for (i = 0; i < a->nr_members; i++) {
-		if (strcmp(a->paths[i], path))
-			continue;
-		if (a->states[i] != ZA_MEMBER_REMOVED)
-			return (int)i;
-		found = (int)i;
-	}
-	return found;
-}
 
 /* Grow the per-member arrays by one (no superblock write in flight). */
 static int members_grow(struct za_array *a)
