@@ -1026,19 +1026,12 @@ static int assemble_record(struct za_daemon *d, const struct record *r,
 		struct za_array_member_status m;
 		struct d_array *e;
 		struct stat sp;
-		unsigned j;
-		bool again = false;
 
 		if (access(r->paths[i], F_OK) < 0 && errno == ENOENT) {
 			za_log_warn("%s: %s is gone: assembling without it",
 				    r->name, r->paths[i]);
 			continue;
 		}
-		/* Removed, then added again: one drive, recorded twice. */
-		for (j = 0; j < n && !again; j++)
-			again = !strcmp(paths[j], r->paths[i]);
-		if (again)
-			continue;
 		/* Removed from this array, and since a member of one that
 		 * is running: not this array's, and locked by the other. */
 		if (!stat(r->paths[i], &sp) &&
