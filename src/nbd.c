@@ -546,6 +546,16 @@ static void req_dispatch(struct za_nbd_req *r)
 	}
 }
 
+/* A WRITE whose payload the backend takes at once (write_copies()) from
+ * @p - the ring or the input buffer - instead of r->buf. */
+static void req_write_from(struct za_nbd_req *r, const void *p)
+{
+	struct za_nbd_server *s = r->c->s;
+
+	r->state = REQ_BACKEND;
+	s->ops->write(s->be, r, r->off, r->len, p, r->flags & NBD_CMD_FLAG_FUA);
+}
+
 void za_nbd_complete(struct za_nbd_req *r, int err)
 {
 	struct za_nbd_conn *c = r->c;
@@ -1120,19 +1130,17 @@ static bool conn_ibuf_ok(const struct za_nbd_conn *c, uint32_t len)
  * there, and consume it. */
 static void got_ibuf_payload(struct za_nbd_conn *c)
 {
-	struct za_nbd_server *s = c->s;
 	struct za_nbd_req *r = c->cur;
-	const uint8_t *p = c->ibuf + c->ipos;
+	uint32_t len = r->len;
 
 	c->cur = NULL;
 	conn_expect(c, RD_REQ_HDR, c->hdr, NBD_REQ_HDR_BYTES);
-	s->st.ibuf_in_place++;
-	r->state = REQ_BACKEND;
-	s->ops->write(s->be, r, r->off, r->len, p, r->flags & NBD_CMD_FLAG_FUA);
+	c->s->st.ibuf_in_place++;
+	req_write_from(r, c->ibuf + c->ipos);
 	/* write() may have closed the connection, and freed the buffer. */
 	if (c->closed)
 		return;
-	c->ipos += r->len;
+	c->ipos += len;
 	if (c->ipos == c->ilen)
 		c->ipos = c->ilen = 0;
 }
@@ -1165,10 +1173,8 @@ static void got_ring_payload(struct za_nbd_conn *c, const void *p)
 	conn_expect(c, RD_REQ_HDR, c->hdr, NBD_REQ_HDR_BYTES);
 	if (s->ops->write_copies(s->be)) {
 		s->st.rx_in_place++;
-		r->state = REQ_BACKEND;
 		c->ring_req = r;
-		s->ops->write(s->be, r, r->off, len, p,
-			      r->flags & NBD_CMD_FLAG_FUA);
+		req_write_from(r, p);
 		/* Not kept: consumed now. write() may have closed the
 		 * connection, and the ring. */
 		if (c->ring_req == r) {
