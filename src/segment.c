@@ -2395,6 +2395,13 @@ static uint64_t segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 	return lo;
 }
 
+/* Fewer writable members (@n) than columns: segments open on all of
+ * them, the rest absent (group_open). */
+static unsigned seg_width(const struct za_stripe_layout *l, unsigned n)
+{
+	return n < l->width && n >= l->k ? n : l->width;
+}
+
 /*
  * One body for za_engine_space() (@gone NULL) and the what-if of
  * za_engine_space_without(), so that a drain is judged by exactly the
@@ -2425,12 +2432,8 @@ static void space_of(const struct za_engine *e, const bool *gone,
 		sp->total_zones += tc[n];
 		n++;
 	}
-	/* Fewer writable members than columns: segments open on all of
-	 * them, the rest absent (group_open). */
-	sp->free_segs =
-		segs_from(fc, n, n < l->width && n >= l->k ? n : l->width);
-	sp->total_segs =
-		segs_from(tc, n, n < l->width && n >= l->k ? n : l->width);
+	sp->free_segs = segs_from(fc, n, seg_width(l, n));
+	sp->total_segs = segs_from(tc, n, seg_width(l, n));
 	for (i = 0; i < e->nr_streams; i++) {
 		const struct stream *st = &e->streams[i];
 		unsigned segs = w / st->l.width;
@@ -3635,21 +3638,79 @@ static uint64_t rb_queue(const struct member *m)
 }
 
 /*
+ * What a zone taken outside any segment - a rebuild's replacement - costs
+ * the segments the data stream can still open (za_engine_space()'s
+ * free_segs, s). Taken from member i, s stays unless all of i's free zones
+ * count in it (free_i <= s) and sum(min(free_j, s)) has no slack above
+ * s x width (segs_from()). With the free zones skewed - a new drive beside
+ * nearly full ones - columns placed by queue length took the full
+ * members' last zones until no segment of k+p distinct members could
+ * open, and neither the writes nor GC (which needs one to move a victim)
+ * could go on, with most of the space dead (tools/zloop seed 7025). So a
+ * column goes where it costs no segment whenever some member can take it
+ * so. Computed as if @plus had one free zone more and @minus one less
+ * (-1: none), for a column that would move; without memory for the
+ * counts, every member is taken to cost nothing, as before this rule.
+ */
+struct room {
+	uint64_t segs; /* free_segs */
+	bool slack; /* a zone from any member leaves segs as it is */
+};
+
+static void room_of(const struct za_engine *e, int plus, int minus,
+		    struct room *r)
+{
+	uint64_t *fc = calloc(e->nr_members ? e->nr_members : 1, sizeof(*fc));
+	uint64_t sum = 0;
+	unsigned i, n = 0, w;
+
+	r->segs = 0;
+	r->slack = true;
+	if (!fc)
+		return;
+	for (i = 0; i < e->nr_members; i++) {
+		if (!writable(&e->m[i]))
+			continue;
+		fc[n] = e->m[i].free_zones;
+		if ((int)i == plus)
+			fc[n]++;
+		if ((int)i == minus && fc[n])
+			fc[n]--;
+		n++;
+	}
+	w = seg_width(&e->streams[0].l, n);
+	r->segs = segs_from(fc, n, w);
+	for (i = 0; i < n; i++)
+		sum += fc[i] < r->segs ? fc[i] : r->segs;
+	r->slack = sum > r->segs * w;
+	free(fc);
+}
+
+static bool room_kept(const struct room *r, const struct member *m)
+{
+	return r->slack || m->free_zones > r->segs;
+}
+
+/*
  * The replacement member: writable, outside the segment, with a zone long
- * enough and open-zone budget; with @by_queue, the one with the shortest
- * rebuild queue (whose queue a write joins soonest: a drive serves in
- * order); then the one with least work in the pass (rb_load()), then the
- * one with most free zones, so that all survivors share the work.
+ * enough and open-zone budget; one whose zone costs no openable segment
+ * (struct room) before one whose zone does; then with @by_queue, the one
+ * with the shortest rebuild queue (whose queue a write joins soonest: a
+ * drive serves in order); then the one with least work in the pass
+ * (rb_load()), then the one with most free zones, so that all survivors
+ * share the work.
  */
 static int rb_pick(struct za_engine *e, const struct za_segment *g,
 		   uint64_t need, int want, bool by_queue, unsigned *out)
 {
 	unsigned i, c, best = UINT_MAX;
-	bool budget = false;
+	bool budget = false, best_kept = false;
+	struct room room;
 
+	room_of(e, -1, -1, &room);
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
-		bool in = false;
+		bool in = false, kept;
 
 		if (want >= 0 && i != (unsigned)want)
 			continue;
@@ -3663,8 +3724,12 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 			budget = true;
 			continue;
 		}
-		if (best == UINT_MAX) {
-			best = i;
+		kept = room_kept(&room, m);
+		if (best == UINT_MAX || kept != best_kept) {
+			if (best == UINT_MAX || kept) {
+				best = i;
+				best_kept = kept;
+			}
 			continue;
 		}
 		if (by_queue && rb_queue(m) != rb_queue(&e->m[best])) {
@@ -3958,6 +4023,18 @@ static void rb_write_ready(struct za_col_rebuild *cr)
 	}
 }
 
+/* Would a column's zone moving from member @from to @to leave as many
+ * openable segments (struct room)? @from's zone is still taken. */
+static bool move_keeps_room(const struct za_engine *e, unsigned from,
+			    unsigned to)
+{
+	struct room now, moved;
+
+	room_of(e, -1, -1, &now);
+	room_of(e, (int)from, (int)to, &moved);
+	return moved.segs >= now.segs;
+}
+
 /*
  * Choose the replacement member again when the first slot is ready to be
  * written, before anything names it. A pass starts all its columns in one
@@ -3965,7 +4042,8 @@ static void rb_write_ready(struct za_col_rebuild *cr)
  * knows only the reads planned; by now the reads are queued on the
  * members, and the column goes to the one with the shortest rebuild queue
  * (its writes are served soonest), then least work in the pass. The zone
- * taken at the start, never written, is given back. A replace keeps the
+ * taken at the start, never written, is given back - unless the move
+ * would leave fewer segments to open (struct room). A replace keeps the
  * drive it was told to use.
  */
 static void rb_bind(struct za_col_rebuild *cr)
@@ -3995,6 +4073,7 @@ static void rb_bind(struct za_col_rebuild *cr)
 	    rb_queue(&e->m[best]) > rb_queue(old) ||
 	    (rb_queue(&e->m[best]) == rb_queue(old) &&
 	     rb_load(g, &e->m[best]) >= rb_load(g, old)) ||
+	    !move_keeps_room(e, cr->member, best) ||
 	    (z = take_zone_min(&e->m[best], need)) == UINT32_MAX) {
 		old->rb_pass_slots += own;
 		old->rb_wslots += rp->wslots;

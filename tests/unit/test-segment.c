@@ -1908,6 +1908,111 @@ START_TEST(test_read_errors_fail)
 }
 END_TEST
 
+/*
+ * Rebuild columns go where they cost no openable segment. An array filled
+ * until its old members have a zone or two free, a new empty drive added,
+ * a member failed, and every lost column started at once (as
+ * src/rebuild.c does): the columns spread by load and queue length took
+ * the old members' last zones, and in zarrayd no segment of k+p distinct
+ * members could open any more - writes and GC stopped (tools/zloop seed
+ * 7025). The segments the data stream can open must not fall below what
+ * they were after the failure, and the lost data must read back.
+ */
+#define MAX_ROOM_W 16384
+
+static const struct room_geo {
+	unsigned k, p, n, new_zones;
+} room_geos[] = {
+	{ 3, 1, 6, 16 },
+	{ 2, 2, 7, 16 },
+	{ 4, 2, 8, 20 },
+	{ 2, 1, 5, 12 },
+};
+
+START_TEST(test_rebuild_keeps_room)
+{
+	const struct room_geo *g = &room_geos[_i];
+	struct tarr t;
+	struct za_engine_degraded d[256];
+	struct za_col_rebuild *crs;
+	struct rb_sync *rss;
+	struct za_engine_space sp;
+	struct wrec *w = calloc(MAX_ROOM_W, sizeof(*w));
+	struct za_seg_info si;
+	uint64_t segs_after_fail;
+	unsigned i, n = 0, x, nc = 0, c, pending;
+	uint64_t live[8];
+	size_t nd;
+
+	rng = 0x700e0000ull + _i;
+	ck_assert_ptr_nonnull(w);
+	tarr_make(&t, g->n, g->k, g->p, 4096, 1, 8, 1);
+	/* Fill until one more write set would not fit, and then some. */
+	for (;;) {
+		const struct za_stripe_layout *l = za_engine_layout(t.e);
+
+		za_engine_space(t.e, &sp);
+		if (sp.free_segs <= 1 || n == MAX_ROOM_W)
+			break;
+		ck_assert_int_eq(write_one(&t, &w[n], l->data_blocks), 0);
+		n++;
+	}
+	ck_assert_uint_gt(n, 20);
+	(void)tarr_add_drive(&t, g->new_zones);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[0];
+	fail_member(&t, x);
+	za_engine_space(t.e, &sp);
+	segs_after_fail = sp.free_segs;
+	ck_assert_uint_gt(segs_after_fail, 0);
+
+	/* Every lost column of every segment at once, all stripes live. */
+	memset(live, 0xff, sizeof(live));
+	nd = za_engine_degraded(t.e, d, 256);
+	ck_assert_uint_gt(nd, 2);
+	ck_assert_uint_le(nd, 256);
+	crs = calloc(nd * 64, sizeof(*crs));
+	rss = calloc(nd * 64, sizeof(*rss));
+	ck_assert_ptr_nonnull(crs);
+	ck_assert_ptr_nonnull(rss);
+	for (i = 0; i < nd; i++)
+		for (c = 0; c < 64; c++) {
+			struct za_col_rebuild *cr = &crs[nc];
+
+			if (!(d[i].todo & (1ull << c)))
+				continue;
+			ck_assert_uint_le(d[i].nr_written, 512);
+			cr->seg_id = d[i].seg_id;
+			cr->col = c;
+			cr->nr_stripes = d[i].nr_written;
+			cr->live = live;
+			cr->window = 2;
+			cr->may_start = rb_may;
+			cr->done = rb_done;
+			cr->priv = &rss[nc];
+			ck_assert_int_eq(za_engine_col_rebuild(t.e, cr), 0);
+			nc++;
+		}
+	do {
+		za_io_run_once(t.io);
+		for (pending = 0, i = 0; i < nc; i++)
+			pending += !rss[i].done;
+	} while (pending);
+	for (i = 0; i < nc; i++)
+		ck_assert_int_eq(rss[i].result, 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	za_engine_space(t.e, &sp);
+	ck_assert_uint_ge(sp.free_segs, segs_after_fail);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	free(crs);
+	free(rss);
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
 static void quiet(enum za_log_level lv, const char *msg)
 {
 	(void)lv;
@@ -1936,6 +2041,8 @@ int main(void)
 	tcase_add_test(tc, test_rebuild_interrupted);
 	tcase_add_test(tc, test_rebuild_abort_before_start);
 	tcase_add_test(tc, test_drain);
+	tcase_add_loop_test(tc, test_rebuild_keeps_room, 0,
+			    sizeof(room_geos) / sizeof(room_geos[0]));
 	tcase_add_loop_test(tc, test_drain_release_restart, 0, 2);
 	tcase_add_test(tc, test_header_absent);
 	tcase_add_test(tc, test_flush_lost_members);
