@@ -57,8 +57,8 @@ u "shutdown with an argument" "$ZARRAY" shutdown now
 u "unknown global option" "$ZARRAY" --frob list
 u "empty -s" "$ZARRAY" -s "" list
 grep -q "^zarray: -s: empty socket path" "$SCRATCH/err" || fail "empty -s said: $(cat "$SCRATCH/err")"
-"$ZARRAY" create --help | grep -q "^Usage: zarray create NAME --data K" || fail "create --help"
-"$ZARRAY" --help | grep -q "rebuild" || fail "zarray --help lists rebuild"
+"$ZARRAY" create --help | grep "^Usage: zarray create NAME --data K" >/dev/null || fail "create --help"
+"$ZARRAY" --help | grep "rebuild" >/dev/null || fail "zarray --help lists rebuild"
 # Every command `zarray --help` lists (and emu's two): --help is its usage
 # on stdout, exit 0; an unknown option is "zarray CMD: unrecognized
 # option" and the usage on stderr, nothing on stdout, exit 2.

@@ -62,5 +62,5 @@ assert json.load(sys.stdin)["model"] == "hm-smr"'
 [ "$("$ZARRAY" zones --json "$SCRATCH/late.img" |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity_bytes"])')" = $((512 << 20)) ] ||
 	fail "emu create PATH --size: size ignored"
-"$ZARRAY" -V | grep -q '^zarray [0-9]' || fail "-V: $("$ZARRAY" -V)"
+"$ZARRAY" -V | grep '^zarray [0-9]' >/dev/null || fail "-V: $("$ZARRAY" -V)"
 pass "options after operands; -V prints the version"

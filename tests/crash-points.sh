@@ -24,7 +24,7 @@
 . "$(dirname "$0")/daemon-lib.sh"
 need python3
 need nbdcopy
-[ -e /usr/lib/x86_64-linux-gnu/libnbd.so.0 ] || ldconfig -p 2>/dev/null | grep -q libnbd.so.0 ||
+[ -e /usr/lib/x86_64-linux-gnu/libnbd.so.0 ] || ldconfig -p 2>/dev/null | grep libnbd.so.0 >/dev/null ||
 	{ echo "SKIP: libnbd.so.0 not installed"; exit 77; }
 
 PYTHONPATH="$top_srcdir/tests" PYTHONDONTWRITEBYTECODE=1 \

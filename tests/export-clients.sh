@@ -67,7 +67,7 @@ assert 2 << 30 <= d["size_bytes"] <= 5 << 30, d["size_bytes"]
 print(d["size_bytes"])
 EOF
 ) || fail "status --json: $(cat status.json)"
-"$ZARRAY" status t | grep -q "^  export  $URI\$" || fail "status text: $("$ZARRAY" status t)"
+"$ZARRAY" status t | grep "^  export  $URI\$" >/dev/null || fail "status text: $("$ZARRAY" status t)"
 pass "create --tcp printed $TCP_URI; export printed $URI (socket 0660); status --json has both"
 
 # ---- nbdinfo ----
@@ -149,7 +149,7 @@ stop_daemon TERM
 [ "$DAEMON_RC" -eq 0 ] || fail "zarrayd exited $DAEMON_RC on SIGTERM"
 [ ! -e "$RUN/t.nbd" ] || fail "NBD socket left behind after SIGTERM"
 grep -q "export t: stopped" "$DLOG" || fail "the export was not stopped"
-grep -A1000 "export t: stopped" "$DLOG" | grep -q "array t stopped" ||
+grep -A1000 "export t: stopped" "$DLOG" | grep "array t stopped" >/dev/null ||
 	fail "the array did not stop after its export"
 grep -q "^tcp 127.0.0.1:$PORT\$" "$STATE/arrays/t.conf" || fail "TCP address not recorded"
 start_daemon

@@ -20,7 +20,7 @@
 . "$(dirname "$0")/lib.sh"
 need python3
 need nbdcopy
-[ -e /usr/lib/x86_64-linux-gnu/libnbd.so.0 ] || ldconfig -p 2>/dev/null | grep -q libnbd.so.0 ||
+[ -e /usr/lib/x86_64-linux-gnu/libnbd.so.0 ] || ldconfig -p 2>/dev/null | grep libnbd.so.0 >/dev/null ||
 	{ echo "SKIP: libnbd.so.0 not installed"; exit 77; }
 
 # A fixed first seed, so that CI runs the same configurations each time

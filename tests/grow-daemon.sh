@@ -155,7 +155,7 @@ EOF
 }
 js 1 >/dev/null
 paths_ok || fail "member paths after a restart: $(cat st.json)"
-"$ZARRAY" status t | grep -q " $D/d2.img  *removed" || fail "status text: $("$ZARRAY" status t)"
+"$ZARRAY" status t | grep " $D/d2.img  *removed" >/dev/null || fail "status text: $("$ZARRAY" status t)"
 qemu_io "read back after fail and remove" -c "read -P 0x11 0 $((OLD - MiB))" \
 	-c "read -P 0x22 $((OLD + MiB)) 7M" -c "read -P 0x44 $LAST 1M"
 pass "after a restart a failed and a removed member show their full paths"

@@ -96,7 +96,9 @@ wait_job_end
 "$ZARRAY" zones d1.img >/dev/null 2>&1 || fail "zarray zones on the removed drive"
 # Released: zarrayd lets go of the drive (at once, or once the resets of
 # the zones it left are done).
-held() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -q "/$1\$"; }
+# Not grep -q: under pipefail, ls killed by SIGPIPE when grep stops
+# early would fail the pipeline (and did, once).
+held() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep "/$1\$" >/dev/null; }
 released() {
 	local i
 	for i in $(seq 50); do

@@ -70,7 +70,7 @@ start_daemon
 [ "$(job state)" = running ] || fail "the scrub did not resume: $(cat job.json)"
 S=$(job start_position)
 [ "$S" -ge "$P1" ] || fail "resumed after segment $S, before $P1"
-"$ZARRAY" scrub t status | grep -q "scrub running .*(resumed after segment $S)" ||
+"$ZARRAY" scrub t status | grep "scrub running .*(resumed after segment $S)" >/dev/null ||
 	fail "status text: $("$ZARRAY" scrub t status)"
 "$ZARRAY" status --json t >st.json
 grep -q "scrub resumed after segment $P1" "$DLOG" || fail "the resume is not logged"
