@@ -501,6 +501,8 @@ static void seeds_sb(void)
 	sb_broken("entry-state-zero", 4096 + 64 + 16, 0);
 	sb_broken("entry-state-six", 4096 + 64 + 16, 6);
 	sb_broken("entry-reserved", 4096 + 64 + 17, 1);
+	sb_broken("entry-replacement-self", 4096 + 64 + 18, 2);
+	sb_broken("entry-replacement-range", 4096 + 18, 9);
 	sb_broken("entry-zones-zero", 4096 + 20, 0);
 	sb_broken("entry-cap-big", 4096 + 24 + 5, 0x40);
 	sb_broken("entry-hint-ctrl", 4096 + 40, 1);

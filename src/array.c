@@ -285,6 +285,24 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
  * is still in service. A change made while a round is in flight is written
  * by the next round, so rounds never overlap on a drive.
  */
+/*
+ * Is member @i's recorded replacement (zarray replace) still the place for
+ * its columns? While @i is draining, failed or missing and the new member
+ * is online; once @i is removed, or the new one is not in service, the
+ * record is dropped (and the rebuild puts any column left anywhere).
+ */
+static bool replacement_holds(const struct za_array *a, unsigned i)
+{
+	unsigned r = a->sb->members[i].replacement;
+
+	if (!r || r - 1 >= a->nr_members || r - 1 == i)
+		return false;
+	return (a->states[i] == ZA_MEMBER_DRAINING ||
+		a->states[i] == ZA_MEMBER_FAILED ||
+		a->states[i] == ZA_MEMBER_MISSING) &&
+	       a->states[r - 1] == ZA_MEMBER_ONLINE;
+}
+
 static void sb_round(struct za_array *a)
 {
 	unsigned i;
@@ -297,6 +315,9 @@ static void sb_round(struct za_array *a)
 	a->sb->generation++;
 	for (i = 0; i < a->nr_members; i++)
 		a->sb->members[i].state = a->states[i];
+	for (i = 0; i < a->nr_members; i++)
+		if (!replacement_holds(a, i))
+			a->sb->members[i].replacement = 0;
 	for (i = 0; i < a->nr_members; i++) {
 		if (!a->devs[i] || (a->states[i] != ZA_MEMBER_ONLINE &&
 				    a->states[i] != ZA_MEMBER_DRAINING))
@@ -1111,6 +1132,20 @@ int za_array_assemble(struct za_io *io, const char *name,
 		       strerror(-ret));
 		goto out;
 	}
+	/* A replace goes on onto the drive it was given. Without this the
+	 * resumed drain spread the columns over the other members, filling
+	 * them while the new drive stayed empty (tools/zloop seed 7025). */
+	for (i = 0; i < nm; i++) {
+		if (!replacement_holds(a, i))
+			continue;
+		za_rebuild_set_dest(a->rb, i,
+				    (int)a->sb->members[i].replacement - 1);
+		za_log_info("array %s: member %u (%s) is still being replaced "
+			    "by member %u (%s)",
+			    a->sb->name, i, a->paths[i],
+			    a->sb->members[i].replacement - 1,
+			    a->paths[a->sb->members[i].replacement - 1]);
+	}
 	/* Columns lost before the restart (or a rebuild interrupted by it)
 	 * are found again on the drives: carry on. A lost or draining member
 	 * with nothing left to rebuild (GC freed its last columns) needs a
@@ -1739,6 +1774,7 @@ int za_array_replace(struct za_array *a, const char *old_path,
 	if (a->states[o] == ZA_MEMBER_ONLINE)
 		drain_start(a, (unsigned)o);
 	za_rebuild_set_dest(a->rb, (unsigned)o, (int)idx);
+	a->sb->members[o].replacement = (uint16_t)(idx + 1);
 	za_log_info("array %s: replacing member %d (%s) with %u (%s)",
 		    a->sb->name, o, old_path, idx, new_path);
 	sb_round(a);

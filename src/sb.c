@@ -64,7 +64,8 @@ enum {
 enum {
 	E_UUID = 0,
 	E_STATE = 16,
-	E_RESERVED = 17, /* 3 bytes */
+	E_RESERVED = 17, /* 1 byte */
+	E_REPLACEMENT = 18, /* le16 */
 	E_NR_ZONES = 20,
 	E_CAPACITY = 24,
 	E_ZONE_SIZE = 32,
@@ -341,8 +342,12 @@ static const char *sb_check_ent(const uint8_t *e, bool used)
 		return "null member uuid";
 	if (e[E_STATE] < ZA_MEMBER_ONLINE || e[E_STATE] > ZA_MEMBER_REMOVED)
 		return "unknown member state";
-	if (!all_zero(e + E_RESERVED, 3))
+	if (!all_zero(e + E_RESERVED, 1))
 		return "reserved member bytes not zero";
+	if (za_get_le16(e + E_REPLACEMENT) &&
+	    e[E_STATE] != ZA_MEMBER_DRAINING &&
+	    e[E_STATE] != ZA_MEMBER_FAILED && e[E_STATE] != ZA_MEMBER_MISSING)
+		return "a replacement named for a member in service or removed";
 	/* 0 < capacity <= nr_zones x zone size, without overflowing. */
 	if (!zsz || zsz % SB_BLOCK || !nz || !cap || cap % SB_BLOCK ||
 	    cap / zsz > nz || (cap / zsz == nz && cap % zsz))
@@ -392,6 +397,15 @@ static int sb_check(const uint8_t *b, size_t len, const char **why)
 	for (i = 0; i < ZA_SB_MAX_MEMBERS && !*why; i++)
 		*why = sb_check_ent(b + SB_HDR_BYTES + (size_t)i * SB_ENT_BYTES,
 				    i < nr);
+	/* A replacement is another member of the table. */
+	for (i = 0; i < nr && !*why; i++) {
+		uint16_t r =
+			za_get_le16(b + SB_HDR_BYTES +
+				    (size_t)i * SB_ENT_BYTES + E_REPLACEMENT);
+
+		if (r && (r - 1u >= nr || r - 1u == i))
+			*why = "replacement member out of range";
+	}
 	if (*why)
 		return -EBADMSG;
 
@@ -437,6 +451,7 @@ static void sb_parse(const uint8_t *b, struct za_sb *out)
 
 		memcpy(m->uuid.b, e + E_UUID, 16);
 		m->state = e[E_STATE];
+		m->replacement = za_get_le16(e + E_REPLACEMENT);
 		m->nr_zones = za_get_le32(e + E_NR_ZONES);
 		m->capacity_bytes = za_get_le64(e + E_CAPACITY);
 		m->zone_size_bytes = za_get_le64(e + E_ZONE_SIZE);
@@ -514,6 +529,7 @@ int za_sb_encode(const struct za_sb *sb, void *buf, size_t len)
 
 		memcpy(e + E_UUID, m->uuid.b, 16);
 		e[E_STATE] = m->state;
+		za_put_le16(e + E_REPLACEMENT, m->replacement);
 		za_put_le32(e + E_NR_ZONES, m->nr_zones);
 		za_put_le64(e + E_CAPACITY, m->capacity_bytes);
 		za_put_le64(e + E_ZONE_SIZE, m->zone_size_bytes);

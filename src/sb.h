@@ -73,6 +73,12 @@ bool za_uuid_is_null(const struct za_uuid *u);
 struct za_sb_member {
 	struct za_uuid uuid;
 	uint8_t state; /* enum za_member_state */
+	/*
+	 * 0, or 1 + the index of the member that takes this one's place
+	 * (zarray replace): its columns go there, also after a restart.
+	 * Only on a draining, failed or missing member.
+	 */
+	uint16_t replacement;
 	uint32_t nr_zones;
 	uint64_t capacity_bytes;
 	uint64_t zone_size_bytes;

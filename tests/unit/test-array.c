@@ -472,6 +472,70 @@ START_TEST(test_replace_smaller)
 }
 END_TEST
 
+/*
+ * A replace interrupted by a restart goes on onto the drive it was given:
+ * the superblocks name the replacement (docs/format.md, member entry), so
+ * the columns still on the old member go to the new one, not spread over
+ * the others. Before, the resumed drain spread them, filling the other
+ * members while the new drive stayed empty, until no segment could open
+ * (tools/zloop seed 7025).
+ */
+START_TEST(test_replace_resumes_after_restart)
+{
+	struct za_array_status st;
+	struct za_array *a = make("rr", 2, 1, 0, 6);
+	uint64_t old_used, len = 20ull << 20, off;
+	uint8_t *buf, *back;
+	unsigned i;
+
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len), 0);
+	ck_assert_int_eq(posix_memalign((void **)&back, 4096, len), 0);
+	for (off = 0; off < len; off++)
+		buf[off] = (uint8_t)(off * 31 + off / 4096);
+	ck_assert_int_eq(
+		za_volume_write_sync(za_array_volume(a), 0, len, buf, true), 0);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	old_used = st.members[1].used_bytes;
+	free(st.members);
+	ck_assert_uint_gt(old_used, 0);
+	/* Replaced, the drain paused as soon as it runs, and stopped. */
+	ck_assert_msg(za_array_replace(a, paths[1], paths[6], err,
+				       sizeof(err)) == 0,
+		      "%s", err);
+	for (i = 0;
+	     za_array_rebuild(a, ZA_ARRAY_REBUILD_PAUSE, 0, err, sizeof(err));
+	     i++) {
+		ck_assert_uint_lt(i, 1000);
+		za_io_run_once(io);
+	}
+	ck_assert_int_eq(za_array_stop(a), 0);
+
+	ck_assert_msg(za_array_assemble(io, "rr", pp, 7, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_DRAINING);
+	ck_assert_int_eq(st.members[6].state, ZA_MEMBER_ONLINE);
+	free(st.members);
+	wait_removed(a, 1);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_msg(st.members[6].used_bytes >= old_used,
+		      "the new drive holds %llu bytes, member 1 held %llu",
+		      (unsigned long long)st.members[6].used_bytes,
+		      (unsigned long long)old_used);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(st.members[i].state,
+				 i == 1 ? ZA_MEMBER_REMOVED : ZA_MEMBER_ONLINE);
+	free(st.members);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
+			 0);
+	ck_assert(!memcmp(buf, back, len));
+	free(buf);
+	free(back);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+}
+END_TEST
+
 /* The volume: default size below the raw capacity, too large refused,
  * data written through it reads back. */
 START_TEST(test_volume_size)
@@ -641,6 +705,7 @@ int main(void)
 	tcase_add_test(tc, test_lost_member_retired_at_assembly);
 	tcase_add_test(tc, test_dead_columns_after_restart);
 	tcase_add_test(tc, test_replace_smaller);
+	tcase_add_test(tc, test_replace_resumes_after_restart);
 	tcase_add_test(tc, test_volume_size);
 	tcase_add_loop_test(tc, test_remove_space, 0,
 			    sizeof(drain_geoms) / sizeof(drain_geoms[0]));

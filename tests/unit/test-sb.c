@@ -134,6 +134,11 @@ static struct za_sb *make_sb(unsigned nr, unsigned idx, const char *name,
 		m->capacity_bytes = (uint64_t)m->nr_zones * m->zone_size_bytes -
 				    (i % 3) * 4096;
 		snprintf(m->path_hint, sizeof(m->path_hint), "/dev/sd%u", i);
+		/* Failed, missing and draining ones are being replaced by
+		 * the next member. */
+		if (m->state >= ZA_MEMBER_FAILED &&
+		    m->state <= ZA_MEMBER_DRAINING && nr > 1)
+			m->replacement = (uint16_t)((i + 1) % nr + 1);
 	}
 	sb->member_idx = idx;
 	sb->member_uuid = sb->members[idx].uuid;
@@ -167,6 +172,7 @@ static void assert_sb_eq(const struct za_sb *a, const struct za_sb *b)
 
 		ck_assert(za_uuid_eq(&x->uuid, &y->uuid));
 		ck_assert_uint_eq(x->state, y->state);
+		ck_assert_uint_eq(x->replacement, y->replacement);
 		ck_assert_uint_eq(x->nr_zones, y->nr_zones);
 		ck_assert_uint_eq(x->capacity_bytes, y->capacity_bytes);
 		ck_assert_uint_eq(x->zone_size_bytes, y->zone_size_bytes);
@@ -346,6 +352,10 @@ START_TEST(test_encode_rejects)
 	REJECT(memset(&sb->array_uuid, 0, 16));
 	REJECT(sb->members[0].state = 0);
 	REJECT(sb->members[0].state = ZA_MEMBER_REMOVED + 1);
+	/* A replacement: for a member out of service, another member. */
+	REJECT(sb->members[0].replacement = 2); /* member 0 is online */
+	REJECT(sb->members[1].replacement = 2); /* itself */
+	REJECT(sb->members[1].replacement = 4); /* 3 members */
 	REJECT(sb->members[0].zone_size_bytes = 0);
 	REJECT(sb->members[0].capacity_bytes += 4096);
 	REJECT(sb->geom.p = 7);
@@ -566,6 +576,14 @@ START_TEST(test_field_rules)
 	u8_case(ref, e0 + 16, 6, -EBADMSG);
 	u8_case(ref, e0 + 17, 1, -EBADMSG);
 	u8_case(ref, e0 + 19, 1, -EBADMSG);
+	/* The replacement (le16 at 18): member 1 is failed, 0 online. */
+	u8_case(ref, e1 + 18, 0, 0);
+	u8_case(ref, e1 + 18, 1, 0);
+	u8_case(ref, e1 + 18, 3, 0);
+	u8_case(ref, e1 + 18, 2, -EBADMSG); /* itself */
+	u8_case(ref, e1 + 18, 4, -EBADMSG); /* past the table */
+	u8_case(ref, e1 + 19, 1, -EBADMSG); /* 256 + ... */
+	u8_case(ref, e0 + 18, 2, -EBADMSG); /* online: no replacement */
 	u32_case(ref, e0 + 20, 0, -EBADMSG);
 	u64_case(ref, e0 + 24, 0, -EBADMSG);
 	u64_case(ref, e0 + 24, 4095, -EBADMSG);
