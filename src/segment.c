@@ -3698,16 +3698,16 @@ static bool room_kept(const struct room *r, const struct member *m)
  * with the shortest rebuild queue (whose queue a write joins soonest: a
  * drive serves in order); then the one with least work in the pass
  * (rb_load()), then the one with most free zones, so that all survivors
- * share the work.
+ * share the work. @room: the room before the pick, for the caller.
  */
 static int rb_pick(struct za_engine *e, const struct za_segment *g,
-		   uint64_t need, int want, bool by_queue, unsigned *out)
+		   uint64_t need, int want, bool by_queue, struct room *room,
+		   unsigned *out)
 {
 	unsigned i, c, best = UINT_MAX;
 	bool budget = false, best_kept = false;
-	struct room room;
 
-	room_of(e, -1, -1, &room);
+	room_of(e, -1, -1, room);
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
 		bool in = false, kept;
@@ -3724,7 +3724,7 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 			budget = true;
 			continue;
 		}
-		kept = room_kept(&room, m);
+		kept = room_kept(room, m);
 		if (best == UINT_MAX || kept != best_kept) {
 			if (best == UINT_MAX || kept) {
 				best = i;
@@ -4023,16 +4023,16 @@ static void rb_write_ready(struct za_col_rebuild *cr)
 	}
 }
 
-/* Would a column's zone moving from member @from to @to leave as many
- * openable segments (struct room)? @from's zone is still taken. */
-static bool move_keeps_room(const struct za_engine *e, unsigned from,
-			    unsigned to)
+/* Would a column's zone moving from member @from to @to (@from's zone
+ * given back, one of @to's taken) leave as many openable segments as
+ * @now, the room before the move? */
+static bool move_keeps_room(const struct za_engine *e, const struct room *now,
+			    unsigned from, unsigned to)
 {
-	struct room now, moved;
+	struct room moved;
 
-	room_of(e, -1, -1, &now);
 	room_of(e, (int)from, (int)to, &moved);
-	return moved.segs >= now.segs;
+	return moved.segs >= now->segs;
 }
 
 /*
@@ -4053,6 +4053,7 @@ static void rb_bind(struct za_col_rebuild *cr)
 	const struct za_segment *g = rp->g;
 	uint64_t need = (uint64_t)cr->nr_stripes * g->st->l.slot_bytes;
 	struct member *old = rp->dst, *m;
+	struct room now;
 	uint64_t own;
 	unsigned best;
 	uint32_t z;
@@ -4069,11 +4070,11 @@ static void rb_bind(struct za_col_rebuild *cr)
 						    cr->nr_stripes;
 	old->rb_pass_slots -= own;
 	old->rb_wslots -= rp->wslots;
-	if (rb_pick(e, g, need, -1, true, &best) || best == cr->member ||
+	if (rb_pick(e, g, need, -1, true, &now, &best) || best == cr->member ||
 	    rb_queue(&e->m[best]) > rb_queue(old) ||
 	    (rb_queue(&e->m[best]) == rb_queue(old) &&
 	     rb_load(g, &e->m[best]) >= rb_load(g, old)) ||
-	    !move_keeps_room(e, cr->member, best) ||
+	    !move_keeps_room(e, &now, cr->member, best) ||
 	    (z = take_zone_min(&e->m[best], need)) == UINT32_MAX) {
 		old->rb_pass_slots += own;
 		old->rb_wslots += rp->wslots;
@@ -4476,6 +4477,7 @@ static void rb_kick_later(struct za_io_defer *d)
 int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 {
 	struct za_segment *g = seg_find(e, seg_id);
+	struct room room;
 	uint64_t need;
 	unsigned m;
 	int ret;
@@ -4495,7 +4497,7 @@ int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 	 */
 	need = (uint64_t)(g->next_stripe ? g->next_stripe : 1) *
 	       g->st->l.slot_bytes;
-	ret = rb_pick(e, g, need, -1, false, &m);
+	ret = rb_pick(e, g, need, -1, false, &room, &m);
 	if (ret)
 		return ret;
 	group_stop(e, g->grp);
@@ -4507,6 +4509,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	struct za_segment *g = seg_find(e, cr->seg_id);
 	const struct za_stripe_layout *l;
 	struct rb_priv *rp;
+	struct room room;
 	uint64_t need;
 	unsigned i;
 	int ret;
@@ -4531,7 +4534,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 			      (int)cr->dst_member :
 		      cr->want_dst ? INT_MAX :
 				     -1,
-		      false, &cr->member);
+		      false, &room, &cr->member);
 	if (ret)
 		return ret;
 	rp = calloc(1, sizeof(*rp));
