@@ -281,11 +281,6 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
 }
 
 /*
- * Write the current record (with the next generation) to every member that
- * is still in service. A change made while a round is in flight is written
- * by the next round, so rounds never overlap on a drive.
- */
-/*
  * Is member @i's recorded replacement (zarray replace) still the place for
  * its columns? While @i is draining, failed or missing and the new member
  * is online; once @i is removed, or the new one is not in service, the
@@ -303,6 +298,11 @@ static bool replacement_holds(const struct za_array *a, unsigned i)
 	       a->states[r - 1] == ZA_MEMBER_ONLINE;
 }
 
+/*
+ * Write the current record (with the next generation) to every member that
+ * is still in service. A change made while a round is in flight is written
+ * by the next round, so rounds never overlap on a drive.
+ */
 static void sb_round(struct za_array *a)
 {
 	unsigned i;
