@@ -870,6 +870,23 @@ static void resume_stalled(struct za_volume *v)
 	}
 }
 
+/*
+ * Is a write asked for now taken at once (write_now()), or held back?
+ * Below the floor GC goes first (gc_kick() also looks at the space
+ * again): once started, it holds writes back until the victim's live data
+ * has its room. za_volume_write_copies() asks here too, and the write
+ * that follows gets the same answer: were GC started only by the write,
+ * a caller told "copied at once" would see its write held back, its
+ * buffer (the NBD receive ring's bytes, lent for the call only) reused
+ * and the next payload written in its place (tools/zloop seed 7028).
+ */
+static bool write_admitted(struct za_volume *v)
+{
+	if (v->critical)
+		gc_kick(v);
+	return !v->stalled_head && can_write(v);
+}
+
 void za_volume_write(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		     uint64_t len, const void *buf, bool fua)
 {
@@ -892,12 +909,7 @@ void za_volume_write_ref(struct za_volume *v, struct za_vol_req *r,
 	r->len = len;
 	r->buf = buf;
 	r->fua = fua;
-	/* Below the floor GC goes first (gc_kick() also looks at the space
-	 * again): once started, it holds this write back until the victim's
-	 * live data has its room. */
-	if (v->critical)
-		gc_kick(v);
-	if (v->stalled_head || !can_write(v)) {
+	if (!write_admitted(v)) {
 		stall(v, r);
 		return;
 	}
@@ -914,10 +926,10 @@ void za_volume_let_go(struct za_volume *v)
 		vbuf_own(v->cur);
 }
 
-bool za_volume_write_copies(const struct za_volume *v)
+bool za_volume_write_copies(struct za_volume *v)
 {
-	/* As za_volume_write() decides; write_now() copies at once. */
-	return !v->stalled_head && can_write(v);
+	/* write_now() copies (or refers to a kept payload) at once. */
+	return write_admitted(v);
 }
 
 /* May @b refer to blocks of @pl instead of copying them? Takes a

@@ -134,9 +134,12 @@ void za_volume_let_go(struct za_volume *v);
 /*
  * Would a za_volume_write() called now copy its buffer before it returns?
  * True unless writes are held back (space, a checkpoint's quiet point),
- * when the volume keeps the buffer until it takes the write.
+ * when the volume keeps the buffer until it takes the write. Below the
+ * floor it starts GC first, as the write would: a write called right
+ * after it (nothing run on the loop in between) gets the same answer, so
+ * a caller told true may lend a buffer for the call only.
  */
-bool za_volume_write_copies(const struct za_volume *v);
+bool za_volume_write_copies(struct za_volume *v);
 void za_volume_flush(struct za_volume *v, struct za_vol_req *r);
 /* Unmap: reads return zeros. */
 void za_volume_trim(struct za_volume *v, struct za_vol_req *r, uint64_t off,
