@@ -239,7 +239,7 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 			",\"index\":%u,\"state\":\"%s\",\"size_bytes\":%llu,"
 			"\"used_bytes\":%llu,\"errors\":{\"read\":%llu,"
 			"\"write\":%llu,\"checksum\":%llu},"
-			"\"repaired_bytes\":%llu}",
+			"\"repaired_bytes\":%llu",
 			m->index, za_cli_member_state_str(m->state),
 			(unsigned long long)m->size_bytes,
 			(unsigned long long)m->used_bytes,
@@ -249,6 +249,11 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 			(unsigned long long)(m->has_repaired_bytes ?
 						     m->repaired_bytes :
 						     0));
+		/* zarray replace: the new member's index, null if none. */
+		if (m->has_replaced_by)
+			fprintf(f, ",\"replaced_by\":%u}", m->replaced_by);
+		else
+			fputs(",\"replaced_by\":null}", f);
 	}
 	fprintf(f, "],\"jobs\":[");
 	for (i = 0; i < a->n_jobs; i++) {
@@ -257,6 +262,17 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 		za_cli_json_job(f, a->jobs[i]);
 	}
 	fprintf(f, "]}");
+}
+
+/* The path of member @idx, or "?" (a daemon's answer is not trusted). */
+static const char *replacement_path(const Zarray__ArrayStatus *a, uint32_t idx)
+{
+	size_t i;
+
+	for (i = 0; i < a->n_members; i++)
+		if (a->members[i]->index == idx)
+			return a->members[i]->path;
+	return "?";
 }
 
 static void print_array_text(const Zarray__ArrayStatus *a)
@@ -294,6 +310,15 @@ static void print_array_text(const Zarray__ArrayStatus *a)
 		       (unsigned long long)m->err_read,
 		       (unsigned long long)m->err_write,
 		       (unsigned long long)m->err_checksum);
+	}
+	/* zarray replace: which member takes which one's place. */
+	for (i = 0; i < a->n_members; i++) {
+		const Zarray__MemberStatus *m = a->members[i];
+
+		if (m->has_replaced_by)
+			printf("  replace %u (%s) by %u (%s)\n", m->index,
+			       m->path, m->replaced_by,
+			       replacement_path(a, m->replaced_by));
 	}
 	if (!a->n_jobs) {
 		printf("  jobs    none\n");

@@ -1392,6 +1392,10 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		m->err_write = ms.err_write;
 		m->err_checksum = ms.err_checksum;
 		m->repaired_bytes = ms.repaired_bytes;
+		m->replaced_by =
+			replacement_holds(a, i) ?
+				(int)a->sb->members[i].replacement - 1 :
+				-1;
 		used_zone_bytes += m->used_bytes;
 	}
 	/* Space allocated to segments, data share only. */

@@ -92,6 +92,7 @@ struct za_array_member_status {
 	uint64_t size_bytes, used_bytes;
 	uint64_t err_read, err_write, err_checksum; /* per member */
 	uint64_t repaired_bytes; /* data decoded because this member failed it */
+	int replaced_by; /* zarray replace: the new member's index; -1: none */
 };
 
 struct za_array_job_status {

@@ -293,6 +293,10 @@ member_msg_new(const struct za_array_member_status *s)
 	m->err_checksum = s->err_checksum;
 	m->has_repaired_bytes = true;
 	m->repaired_bytes = s->repaired_bytes;
+	if (s->replaced_by >= 0) {
+		m->has_replaced_by = true;
+		m->replaced_by = (uint32_t)s->replaced_by;
+	}
 	return m;
 }
 

@@ -13,7 +13,9 @@
 #    throughout;
 #  - `zarray replace OLD NEW`: NEW is added, OLD drains onto it and ends
 #    removed and released; NEW holds data; OLD then goes into a new array
-#    while the first runs;
+#    while the first runs; paused (if not done already), status shows
+#    which member replaces which (text and replaced_by), and no longer
+#    once it is done;
 #  - removing so many that fewer than k+p drives would be left: refused;
 #  - the removed drive added again under its old path: a new online
 #    member (the old one stays listed as removed);
@@ -112,7 +114,23 @@ released d1.img
 
 # ---- replace ----
 "$ZARRAY" replace t "$SCRATCH/d2.img" "$SCRATCH/n2.img" 2>err.txt || fail "replace: $(cat err.txt)"
+# Paused (unless already done), status says which member replaces which.
+if "$ZARRAY" rebuild t pause 2>/dev/null; then
+	old=$(json "[m['index'] for m in d['members'] if m['path'].endswith('/d2.img')][0]")
+	new=$(json "[m['index'] for m in d['members'] if m['path'].endswith('/n2.img')][0]")
+	[ "$(json "[m['replaced_by'] for m in d['members'] if m['replaced_by'] is not None]")" = "[$new]" ] ||
+		fail "replaced_by while the replace is paused: $(cat st.json)"
+	"$ZARRAY" status t >st.txt || fail "status t"
+	grep "^  replace $old (.*/d2.img) by $new (.*/n2.img)\$" st.txt >/dev/null ||
+		fail "status does not show the replace: $(cat st.txt)"
+	"$ZARRAY" rebuild t resume 2>err.txt || fail "rebuild resume: $(cat err.txt)"
+	pass "status shows the replace while it is paused"
+else
+	pass "the replace was done before it could be paused"
+fi
 wait_job_end
+[ "$(json "[m['replaced_by'] for m in d['members'] if m['replaced_by'] is not None]")" = "[]" ] ||
+	fail "replaced_by after the replace: $(cat st.json)"
 [ "$(member_state d2.img) $(member_state n2.img)" = "removed online" ] ||
 	fail "after replace: $(cat st.json)"
 [ "$(json "[m['used_bytes'] > 0 for m in d['members'] if m['path'].endswith('/n2.img')][0]")" = True ] ||

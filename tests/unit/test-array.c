@@ -516,6 +516,9 @@ START_TEST(test_replace_resumes_after_restart)
 	ck_assert_int_eq(za_array_status(a, &st), 0);
 	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_DRAINING);
 	ck_assert_int_eq(st.members[6].state, ZA_MEMBER_ONLINE);
+	/* The status says which member replaces which. */
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(st.members[i].replaced_by, i == 1 ? 6 : -1);
 	free(st.members);
 	wait_removed(a, 1);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -523,9 +526,11 @@ START_TEST(test_replace_resumes_after_restart)
 		      "the new drive holds %llu bytes, member 1 held %llu",
 		      (unsigned long long)st.members[6].used_bytes,
 		      (unsigned long long)old_used);
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 7; i++) {
 		ck_assert_int_eq(st.members[i].state,
 				 i == 1 ? ZA_MEMBER_REMOVED : ZA_MEMBER_ONLINE);
+		ck_assert_int_eq(st.members[i].replaced_by, -1);
+	}
 	free(st.members);
 	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
 			 0);
