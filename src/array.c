@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "array.h"
+#include "container.h"
 #include "dev-fault.h"
 #include "dev.h"
 #include "log.h"
@@ -391,9 +392,7 @@ static void release_kick(struct za_array *a)
 
 static void release_later(struct za_io_defer *d)
 {
-	struct za_array *a =
-		(struct za_array *)((char *)d -
-				    offsetof(struct za_array, rel_defer));
+	struct za_array *a = container_of(d, struct za_array, rel_defer);
 
 	a->rel_pending = false;
 	release_kick(a);
@@ -401,9 +400,7 @@ static void release_later(struct za_io_defer *d)
 
 static void rb_flushed(struct za_engine_flush *f, int result)
 {
-	struct za_array *a =
-		(struct za_array *)((char *)f -
-				    offsetof(struct za_array, rb_flush));
+	struct za_array *a = container_of(f, struct za_array, rb_flush);
 	bool changed = false;
 	unsigned i;
 
@@ -472,9 +469,7 @@ static void rb_finished(struct za_rebuild *rb, int result, void *priv)
 
 static void rb_start_later(struct za_io_defer *d)
 {
-	struct za_array *a =
-		(struct za_array *)((char *)d -
-				    offsetof(struct za_array, rb_defer));
+	struct za_array *a = container_of(d, struct za_array, rb_defer);
 
 	a->rb_defer_pending = false;
 	if (a->rb && !a->stopping)

@@ -32,6 +32,7 @@
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
+#include "container.h"
 #endif
 
 #include <dirent.h>
@@ -2084,9 +2085,7 @@ static void drain_parked(struct za_daemon *d)
 
 static void drain_cb(struct za_io_defer *df)
 {
-	struct za_daemon *d =
-		(struct za_daemon *)((char *)df -
-				     offsetof(struct za_daemon, drain));
+	struct za_daemon *d = container_of(df, struct za_daemon, drain);
 
 	d->drain_queued = false;
 	drain_parked(d);

@@ -72,6 +72,7 @@
 #endif
 
 #include "byteorder.h"
+#include "container.h"
 #include "crc.h"
 #include "dev-emu.h"
 #include "log.h"
@@ -705,7 +706,7 @@ static void emu_serve(struct emu *e);
 
 static void emu_svc_done(struct za_io_defer *d)
 {
-	struct emu *e = (struct emu *)((char *)d - offsetof(struct emu, svc));
+	struct emu *e = container_of(d, struct emu, svc);
 	struct za_dev_req *req = e->serving;
 
 	e->serving = NULL;

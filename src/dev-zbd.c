@@ -37,6 +37,7 @@
 #include <linux/nvme_ioctl.h>
 #include <liburing.h>
 
+#include "container.h"
 #include "dev.h"
 #include "io.h"
 #include "log.h"
@@ -137,8 +138,7 @@ static struct zb_dev *to_zd(struct za_dev *dev)
 
 static struct za_dev_req *cqe_to_req(struct za_io_cqe_handler *h)
 {
-	return (struct za_dev_req *)((char *)h -
-				     offsetof(struct za_dev_req, cqe));
+	return container_of(h, struct za_dev_req, cqe);
 }
 
 static uint64_t zb_zone_start(const struct zb_dev *zd, uint32_t idx)

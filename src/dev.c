@@ -19,11 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "container.h"
 #include "dev.h"
 #include "log.h"
-
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr)-offsetof(type, member)))
 
 const char *za_dev_model_str(enum za_dev_model m)
 {

@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "log.h"
 #include "pace.h"
 #include "rebuild.h"
@@ -198,9 +199,7 @@ static void dispatch(struct za_rebuild *rb);
 
 static void on_timer(struct za_io_defer *d)
 {
-	struct za_rebuild *rb =
-		(struct za_rebuild *)((char *)d -
-				      offsetof(struct za_rebuild, timer));
+	struct za_rebuild *rb = container_of(d, struct za_rebuild, timer);
 
 	rb->timer_pending = false;
 	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED) {

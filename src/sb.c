@@ -17,13 +17,11 @@
 #include <sys/random.h>
 
 #include "byteorder.h"
+#include "container.h"
 #include "crash.h"
 #include "crc.h"
 #include "log.h"
 #include "sb.h"
-
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr)-offsetof(type, member)))
 
 #define SB_MAGIC "ZARRAYSB"
 #define SB_VERSION 1u

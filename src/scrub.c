@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "ec.h"
 #include "log.h"
 #include "pace.h"
@@ -232,9 +233,7 @@ static void dispatch(struct za_scrub *s);
 
 static void on_timer(struct za_io_defer *d)
 {
-	struct za_scrub *s =
-		(struct za_scrub *)((char *)d -
-				    offsetof(struct za_scrub, timer));
+	struct za_scrub *s = container_of(d, struct za_scrub, timer);
 
 	s->timer_pending = false;
 	dispatch(s);
@@ -998,9 +997,7 @@ static void run_end(struct za_scrub *s, int result, bool complete)
 /* The first step of a run, on the loop. */
 static void on_start(struct za_io_defer *d)
 {
-	struct za_scrub *s =
-		(struct za_scrub *)((char *)d -
-				    offsetof(struct za_scrub, kick));
+	struct za_scrub *s = container_of(d, struct za_scrub, kick);
 	int ret;
 
 	s->kick_pending = false;

@@ -85,14 +85,12 @@
 #include <string.h>
 
 #include "byteorder.h"
+#include "container.h"
 #include "crash.h"
 #include "crc.h"
 #include "ec.h"
 #include "log.h"
 #include "segment.h"
-
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p)-offsetof(type, member)))
 
 enum zkind {
 	Z_FREE = 0,
@@ -1674,9 +1672,7 @@ static void flush_done(struct za_dev_req *req)
 static void flush_none(struct za_io_defer *d)
 {
 	struct za_engine_flush *f =
-		(struct za_engine_flush *)((char *)d -
-					   offsetof(struct za_engine_flush,
-						    defer));
+		container_of(d, struct za_engine_flush, defer);
 
 	f->done(f, flush_result(f->eng));
 }
@@ -2074,8 +2070,7 @@ static void unit_step(struct rd_unit *u)
 
 static void read_fail_later(struct za_io_defer *d)
 {
-	struct za_read *r =
-		(struct za_read *)((char *)d - offsetof(struct za_read, defer));
+	struct za_read *r = container_of(d, struct za_read, defer);
 
 	read_unpin(r);
 	r->done(r, r->result);
@@ -3250,8 +3245,7 @@ static void release_reset_done(struct za_dev_req *req)
 
 static void release_none(struct za_io_defer *d)
 {
-	struct group *grp =
-		(struct group *)((char *)d - offsetof(struct group, rel_defer));
+	struct group *grp = container_of(d, struct group, rel_defer);
 
 	release_finish(grp);
 }
@@ -4461,8 +4455,7 @@ static void rb_pump(struct za_col_rebuild *cr)
 
 static void rb_kick_later(struct za_io_defer *d)
 {
-	struct rb_priv *rp =
-		(struct rb_priv *)((char *)d - offsetof(struct rb_priv, defer));
+	struct rb_priv *rp = container_of(d, struct rb_priv, defer);
 
 	rp->kick_pending = false;
 	/* Aborted before its first kick (a stop right after the start):
@@ -4877,8 +4870,7 @@ static void sc_read_done(struct za_dev_req *req)
 
 static void sc_none(struct za_io_defer *d)
 {
-	struct sc_priv *sp =
-		(struct sc_priv *)((char *)d - offsetof(struct sc_priv, defer));
+	struct sc_priv *sp = container_of(d, struct sc_priv, defer);
 
 	sc_finish(sp->sc);
 }
