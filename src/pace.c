@@ -44,6 +44,11 @@ void za_pace_refund(struct za_pace *p, uint64_t bytes)
 	p->tokens += bytes;
 }
 
+void za_pace_unsample(struct za_pace *p, uint64_t bytes)
+{
+	p->rate_bytes = p->rate_bytes > bytes ? p->rate_bytes - bytes : 0;
+}
+
 void za_pace_sample(struct za_pace *p, uint64_t done_bytes, uint64_t now_ns,
 		    uint64_t *rate_bps)
 {

@@ -34,6 +34,13 @@ bool za_pace_take(struct za_pace *p, uint64_t rate_bps, uint64_t bytes,
 void za_pace_refund(struct za_pace *p, uint64_t bytes);
 
 /*
+ * @bytes counted in done_bytes were taken back (work dropped): the next
+ * sample's base goes down with them, so the rate never sees done_bytes
+ * shrink.
+ */
+void za_pace_unsample(struct za_pace *p, uint64_t bytes);
+
+/*
  * @done_bytes moved so far in all: once a second, fold the rate since
  * the last sample into *@rate_bps (70% old, 30% new, so that status does
  * not jump about; the first sample is taken as it is).

@@ -49,7 +49,9 @@
  *
  * Progress counts bytes of lost live columns restored (done/total; total
  * grows when a new failure adds work). The rate limit is a token bucket
- * over those bytes; pause holds new stripes, and in-flight ones finish.
+ * over those bytes. Pause aborts the columns under way (stripes in flight
+ * finish, replacement zones are given back): a paused rebuild holds no
+ * space and no segment; resume lists the work again.
  */
 #include <errno.h>
 #include <limits.h>
@@ -81,6 +83,7 @@ struct rgrp {
 struct rcol {
 	struct za_col_rebuild cr;
 	struct za_rebuild *rb;
+	uint64_t done_bytes; /* counted in the run's progress */
 	struct rcol *next;
 };
 
@@ -250,6 +253,7 @@ static void on_progress(struct za_col_rebuild *cr, uint64_t bytes)
 	struct rcol *c = cr->priv;
 	struct za_rebuild *rb = c->rb;
 
+	c->done_bytes += bytes;
 	rb->st.done_bytes += bytes;
 	za_pace_sample(&rb->pace, rb->st.done_bytes, za_io_now_ns(),
 		       &rb->st.rate_bps);
@@ -302,6 +306,14 @@ static void col_done(struct za_col_rebuild *cr, int result)
 	rb->nr_running--;
 	rb->st.read_bytes += cr->read_bytes;
 	rb->st.written_bytes += cr->written_bytes;
+	if (result == -ECANCELED) {
+		/* Aborted (a pause, a stop): its replacement zone was given
+		 * back, so what it restored is not restored. */
+		rb->st.done_bytes -= c->done_bytes < rb->st.done_bytes ?
+					     c->done_bytes :
+					     rb->st.done_bytes;
+		za_pace_unsample(&rb->pace, c->done_bytes);
+	}
 	if (!result) {
 		rb->st.cols_done++;
 	} else if (result != -ECANCELED) {
@@ -400,7 +412,8 @@ static void dispatch(struct za_rebuild *rb)
 {
 	unsigned budget = max_cols(rb);
 
-	while (rb->in_pass && !rb->flushing && !rb->stopping && !rb->rescan &&
+	while (rb->state == ZA_REBUILD_RUNNING && rb->in_pass &&
+	       !rb->flushing && !rb->stopping && !rb->rescan &&
 	       rb->next_seg < rb->nr_segs && rb->nr_running < budget) {
 		struct rseg *s = &rb->segs[rb->next_seg];
 		unsigned col;
@@ -472,9 +485,12 @@ static void dispatch(struct za_rebuild *rb)
 		run_end(rb, -ECANCELED);
 		return;
 	}
+	/* Paused: the pass waits, holding nothing, until resume() lists the
+	 * work again. */
+	if (rb->state == ZA_REBUILD_PAUSED)
+		return;
 	if (rb->space_wait && !rb->rescan) {
-		/* Nothing running will call back: poll. Paused, the
-		 * timer finds may_start() false and waits on. */
+		/* Nothing running will call back: poll. */
 		timer_at(rb, za_io_now_ns() + BUSY_RETRY_NS);
 		return;
 	}
@@ -760,10 +776,29 @@ void za_rebuild_start(struct za_rebuild *rb)
 	pass_begin(rb);
 }
 
+/*
+ * A paused rebuild holds no space. Its columns under way are aborted:
+ * stripes in flight finish, and each column's replacement zone is given
+ * back (an unfinished copy is of no use). A pause that kept them held a
+ * free zone per column for as long as it lasted, and pinned their
+ * segments against garbage collection: with a replace's 29 columns on
+ * the new drive, the other members' free zones could no longer make a
+ * segment, GC moved its own young groups round and round, and writes
+ * waited for minutes (tools/zloop seed 130008). At most a zone's worth
+ * of copying per column is done again after resume(), which lists the
+ * work afresh.
+ */
 void za_rebuild_pause(struct za_rebuild *rb)
 {
-	if (rb->state == ZA_REBUILD_RUNNING)
-		rb->state = ZA_REBUILD_PAUSED;
+	struct rcol *c, *next;
+
+	if (rb->state != ZA_REBUILD_RUNNING)
+		return;
+	rb->state = ZA_REBUILD_PAUSED;
+	for (c = rb->running; c; c = next) {
+		next = c->next;
+		za_engine_col_rebuild_abort(rb->p.eng, &c->cr);
+	}
 }
 
 void za_rebuild_resume(struct za_rebuild *rb)
@@ -771,8 +806,14 @@ void za_rebuild_resume(struct za_rebuild *rb)
 	if (rb->state != ZA_REBUILD_PAUSED)
 		return;
 	rb->state = ZA_REBUILD_RUNNING;
-	kick_all(rb);
-	if (!rb->in_pass && !rb->timer_pending)
+	if (rb->in_pass) {
+		/* What the pass listed may be gone or dead by now: its end
+		 * (once aborted columns are done) begins a new one. */
+		rb->rescan = true;
+		dispatch(rb);
+		return;
+	}
+	if (!rb->timer_pending)
 		pass_begin(rb);
 }
 

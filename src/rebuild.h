@@ -87,6 +87,12 @@ void za_rebuild_start(struct za_rebuild *rb);
  * Synchronous; does nothing while a run is in a pass. 0 or -ENOMEM.
  */
 int za_rebuild_mark_dead_now(struct za_rebuild *rb);
+/*
+ * Pause: columns under way are aborted (stripes in flight finish; their
+ * replacement zones are given back and what they restored is taken out of
+ * done_bytes), so a paused rebuild holds no free zone and no segment.
+ * Resume lists the work again and goes on.
+ */
 void za_rebuild_pause(struct za_rebuild *rb);
 void za_rebuild_resume(struct za_rebuild *rb);
 void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps);

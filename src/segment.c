@@ -3939,13 +3939,24 @@ static void rb_settle(struct za_col_rebuild *cr)
 	if (!rp->err && rp->written < cr->nr_stripes)
 		return;
 	rp->settling = true;
-	if (rp->err && writable(rp->dst) && rp->written) {
+	if (rp->err && writable(rp->dst) && rp->next_write) {
 		/* An unfinished copy is of no use: give the zone back. */
 		rb_fin_submit(cr, RB_STEP_RESET_DST, rp->dst, ZA_DEV_OP_RESET,
 			      cr->zone);
 		return;
 	}
 	if (rp->err) {
+		/*
+		 * Nothing was ever written to it: the zone is as empty as
+		 * when it was taken, free again without a reset. Kept, it
+		 * stayed used until a restart; an abort before the first
+		 * write (a pause, za_rebuild_pause()) lost a zone so.
+		 */
+		if (rp->dst->zkind && rp->dst->zkind[cr->zone] == Z_USED &&
+		    !rp->next_write) {
+			rp->dst->zkind[cr->zone] = Z_FREE;
+			rp->dst->free_zones++;
+		}
 		rb_end(cr);
 		return;
 	}
