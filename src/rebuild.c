@@ -384,6 +384,8 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
  * survivor-bandwidth limit instead of 0.92 (docs/design.md 9.4).
  */
 #define RB_MEM_BYTES (1ull << 30)
+/* With a rate limit: columns under way for this many seconds of it. */
+#define RB_RATE_AHEAD_S 2u
 
 static unsigned max_cols(const struct za_rebuild *rb)
 {
@@ -402,6 +404,22 @@ static unsigned max_cols(const struct za_rebuild *rb)
 	floor = 2 * za_engine_nr_writable(rb->p.eng) / (l->k + 1);
 	if (n < floor)
 		n = floor;
+	/*
+	 * Rate-limited: no more columns than RB_RATE_AHEAD_S of the rate
+	 * keeps busy. Each column under way holds a free zone and keeps its
+	 * segment from GC; started all at once, a slow rebuild held them
+	 * for minutes while it crept through all of them at the same time,
+	 * and could leave too few free zones to open a segment (the state
+	 * of tools/zloop seed 130008, with --rate 1 before its pause).
+	 */
+	if (rb->st.rate_limit_bps && stripes) {
+		uint64_t col_bytes = stripes * l->col_payload_bytes;
+		uint64_t by_rate = rb->st.rate_limit_bps * RB_RATE_AHEAD_S /
+				   (col_bytes ? col_bytes : 1);
+
+		if (n > by_rate)
+			n = by_rate;
+	}
 	if (n < 2)
 		n = 2;
 	return n > UINT_MAX ? UINT_MAX : (unsigned)n;

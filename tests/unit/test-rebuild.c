@@ -725,14 +725,17 @@ static void check_no_group_busy(struct trb *t)
  * those never written), their segments no longer busy for GC, and what
  * they restored no longer counted; resume lists the work again and ends
  * with everything rebuilt and counted once. Without the abort the paused
- * columns kept a free zone each.
+ * columns kept a free zone each. Rate-limited, it starts no more columns
+ * than two seconds of the rate keep busy (at least two), not all at
+ * once.
  */
 START_TEST(test_rebuild_pause_lets_go)
 {
 	struct za_engine_space sp0, sp;
 	struct za_rebuild_status st;
 	struct trb t;
-	uint64_t fill, lba, end;
+	const struct za_stripe_layout *l;
+	uint64_t fill, lba, end, col_bytes, ahead;
 	unsigned spins;
 
 	rng = 0x7e0d0000ull + (uint64_t)_i;
@@ -762,6 +765,15 @@ START_TEST(test_rebuild_pause_lets_go)
 	}
 	ck_assert_msg(sp.free_zones < sp0.free_zones,
 		      "no column took a zone: the case is not set up");
+	/* Rate-limited, it does not start every column at once, only what
+	 * keeps two seconds of 64 KiB/s busy (at least two), each one
+	 * under way holding a zone. */
+	l = za_engine_layout(t.e);
+	col_bytes =
+		sp0.data_blocks_per_seg / l->data_blocks * l->col_payload_bytes;
+	ahead = 2 * (64 << 10) / col_bytes;
+	ck_assert_uint_le(sp0.free_zones - sp.free_zones,
+			  ahead > 2 ? ahead : 2);
 	za_rebuild_pause(t.rb);
 	end = za_io_now_ns() + 5ull * 1000 * 1000 * 1000;
 	while ((za_rebuild_busy(t.rb) || za_engine_busy(t.e)) &&
