@@ -5,7 +5,7 @@
  * then names a retry time at which the request does go through and not
  * before; over a long run the bytes taken follow the rate; a refund is
  * taken again at once; the rate shown is sampled once a second and
- * smoothed.
+ * smoothed, and bytes taken back out of the total do not upset it.
  */
 #include <check.h>
 
@@ -80,6 +80,28 @@ START_TEST(test_sample)
 }
 END_TEST
 
+/* Bytes taken back (a paused rebuild's aborted columns) shrink the base
+ * with the total: the next sample sees only what moved since, never a
+ * negative difference wrapped round; more than the base clamps at 0. */
+START_TEST(test_unsample)
+{
+	struct za_pace p;
+	uint64_t rate = 0;
+
+	memset(&p, 0, sizeof(p));
+	za_pace_sample(&p, 0, S, &rate);
+	za_pace_sample(&p, 5000, 2 * S, &rate);
+	ck_assert_uint_eq(rate, 5000);
+	/* 4000 of the 5000 undone, then 1000 more moved in a second. */
+	za_pace_unsample(&p, 4000);
+	za_pace_sample(&p, 2000, 3 * S, &rate);
+	ck_assert_uint_eq(rate, 3800); /* 0.7 x 5000 + 0.3 x 1000 */
+	za_pace_unsample(&p, 1u << 20);
+	za_pace_sample(&p, 0, 4 * S, &rate);
+	ck_assert_uint_eq(rate, 2660); /* 0.7 x 3800 + 0.3 x 0 */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pace");
@@ -89,6 +111,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_bucket, 0,
 			    sizeof(rates) / sizeof(rates[0]));
 	tcase_add_test(tc, test_sample);
+	tcase_add_test(tc, test_unsample);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
