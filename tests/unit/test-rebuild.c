@@ -382,6 +382,32 @@ static void check_rebuilt(struct trb *t, unsigned failed)
 }
 
 /*
+ * A quarter-full volume over geometry @g, half of its first half
+ * overwritten (dead), member 0 failed; on exactly k+p drives, a few
+ * writes open degraded segments and then a new drive is added. The
+ * rebuild then has work on every geometry.
+ */
+static void degrade(struct trb *t, const struct geo *g)
+{
+	uint64_t fill, lba;
+
+	trb_make(t, g);
+	fill = t->vol_blocks / 4;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_sync(t, lba, 16);
+	overwrite_half(t, fill / 2);
+	ck_assert_int_eq(za_volume_flush_sync(t->v), 0);
+	fail_member(t, 0);
+	if (g->add) {
+		/* Segments open degraded until the new drive comes. */
+		for (lba = 0; lba < 64; lba += 8)
+			write_sync(t, fill + lba, 8);
+		ck_assert_int_eq(za_volume_flush_sync(t->v), 0);
+		add_member(t);
+	}
+}
+
+/*
  * Plenty of free space: a member of a quarter-full volume dies, the
  * rebuild restores every live column without ever waiting for GC, and
  * the data is all there, through the rebuilt columns too.
@@ -390,23 +416,9 @@ START_TEST(test_rebuild_plenty_of_space)
 {
 	struct za_rebuild_status st;
 	struct trb t;
-	uint64_t fill, lba;
 
 	rng = 0x7e0b0000ull + (uint64_t)_i;
-	trb_make(&t, &geos[_i]);
-	fill = t.vol_blocks / 4;
-	for (lba = 0; lba + 16 <= fill; lba += 16)
-		write_sync(&t, lba, 16);
-	overwrite_half(&t, fill / 2);
-	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
-	fail_member(&t, 0);
-	if (geos[_i].add) {
-		/* Segments open degraded until the new drive comes. */
-		for (lba = 0; lba < 64; lba += 8)
-			write_sync(&t, fill + lba, 8);
-		ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
-		add_member(&t);
-	}
+	degrade(&t, &geos[_i]);
 	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 0);
 
 	za_rebuild_start(t.rb);
@@ -735,23 +747,11 @@ START_TEST(test_rebuild_pause_lets_go)
 	struct za_rebuild_status st;
 	struct trb t;
 	const struct za_stripe_layout *l;
-	uint64_t fill, lba, end, col_bytes, ahead;
+	uint64_t end, col_bytes, ahead;
 	unsigned spins;
 
 	rng = 0x7e0d0000ull + (uint64_t)_i;
-	trb_make(&t, &geos[_i]);
-	fill = t.vol_blocks / 4;
-	for (lba = 0; lba + 16 <= fill; lba += 16)
-		write_sync(&t, lba, 16);
-	overwrite_half(&t, fill / 2);
-	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
-	fail_member(&t, 0);
-	if (geos[_i].add) {
-		for (lba = 0; lba < 64; lba += 8)
-			write_sync(&t, fill + lba, 8);
-		ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
-		add_member(&t);
-	}
+	degrade(&t, &geos[_i]);
 	za_engine_space(t.e, &sp0);
 
 	/* Slowly: columns start, take their zones, and wait on the rate. */
