@@ -323,6 +323,16 @@ int za_engine_format(struct za_dev *dev)
 	return ret;
 }
 
+/* Zone @z of @m, if in use, is empty again (reset, or never written):
+ * free for segments and rebuilds. The reverse of take_zone_min(). */
+static void zone_give_back(struct member *m, uint32_t z)
+{
+	if (m->zkind && m->zkind[z] == Z_USED) {
+		m->zkind[z] = Z_FREE;
+		m->free_zones++;
+	}
+}
+
 /* Count the member's data zones and their smallest capacity. */
 static void member_zstats(struct member *m)
 {
@@ -3213,10 +3223,9 @@ static void release_finish(struct group *grp)
 
 			if (!r->op)
 				continue; /* member gone: its zone stays used */
-			if (!r->result && m->zkind[g->zone[c]] == Z_USED) {
-				m->zkind[g->zone[c]] = Z_FREE;
-				m->free_zones++;
-			} else if (r->result) {
+			if (!r->result) {
+				zone_give_back(m, g->zone[c]);
+			} else {
 				m->zkind[g->zone[c]] = Z_BAD;
 				member_zstats(m);
 			}
@@ -3692,7 +3701,8 @@ static bool room_kept(const struct room *r, const struct member *m)
  * with the shortest rebuild queue (whose queue a write joins soonest: a
  * drive serves in order); then the one with least work in the pass
  * (rb_load()), then the one with most free zones, so that all survivors
- * share the work. @room: the room before the pick, for the caller.
+ * share the work. @room (NULL: not wanted): the room before the pick,
+ * for a caller that weighs a move against it.
  */
 static int rb_pick(struct za_engine *e, const struct za_segment *g,
 		   uint64_t need, int want, bool by_queue, struct room *room,
@@ -3700,7 +3710,10 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 {
 	unsigned i, c, best = UINT_MAX;
 	bool budget = false, best_kept = false;
+	struct room here;
 
+	if (!room)
+		room = &here;
 	room_of(e, -1, -1, room);
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
@@ -3892,10 +3905,8 @@ static void rb_fin_done(struct za_dev_req *req)
 			    strerror(-req->result));
 	switch (rp->step) {
 	case RB_STEP_RESET_DST:
-		if (!req->result && rp->dst->zkind[cr->zone] == Z_USED) {
-			rp->dst->zkind[cr->zone] = Z_FREE; /* copy dropped */
-			rp->dst->free_zones++;
-		}
+		if (!req->result)
+			zone_give_back(rp->dst, cr->zone); /* copy dropped */
 		break;
 	case RB_STEP_FINISH:
 		/* A FINISH that fails only leaves the zone open. */
@@ -3909,10 +3920,8 @@ static void rb_fin_done(struct za_dev_req *req)
 			      rp->old_zone);
 		return;
 	case RB_STEP_RESET_OLD:
-		if (!req->result && old->zkind[rp->old_zone] == Z_USED) {
-			old->zkind[rp->old_zone] = Z_FREE;
-			old->free_zones++;
-		}
+		if (!req->result)
+			zone_give_back(old, rp->old_zone);
 		break;
 	}
 	rb_end(cr);
@@ -3952,11 +3961,8 @@ static void rb_settle(struct za_col_rebuild *cr)
 		 * stayed used until a restart; an abort before the first
 		 * write (a pause, za_rebuild_pause()) lost a zone so.
 		 */
-		if (rp->dst->zkind && rp->dst->zkind[cr->zone] == Z_USED &&
-		    !rp->next_write) {
-			rp->dst->zkind[cr->zone] = Z_FREE;
-			rp->dst->free_zones++;
-		}
+		if (!rp->next_write)
+			zone_give_back(rp->dst, cr->zone);
 		rb_end(cr);
 		return;
 	}
@@ -4087,8 +4093,7 @@ static void rb_bind(struct za_col_rebuild *cr)
 	}
 	m = &e->m[best];
 	assert(old->zkind[cr->zone] == Z_USED);
-	old->zkind[cr->zone] = Z_FREE;
-	old->free_zones++;
+	zone_give_back(old, cr->zone);
 	old->active--;
 	old->rb_writes--;
 	za_log_debug("segment %llu column %u: replacement moved from member "
@@ -4481,7 +4486,6 @@ static void rb_kick_later(struct za_io_defer *d)
 int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 {
 	struct za_segment *g = seg_find(e, seg_id);
-	struct room room;
 	uint64_t need;
 	unsigned m;
 	int ret;
@@ -4501,7 +4505,7 @@ int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 	 */
 	need = (uint64_t)(g->next_stripe ? g->next_stripe : 1) *
 	       g->st->l.slot_bytes;
-	ret = rb_pick(e, g, need, -1, false, &room, &m);
+	ret = rb_pick(e, g, need, -1, false, NULL, &m);
 	if (ret)
 		return ret;
 	group_stop(e, g->grp);
@@ -4513,7 +4517,6 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	struct za_segment *g = seg_find(e, cr->seg_id);
 	const struct za_stripe_layout *l;
 	struct rb_priv *rp;
-	struct room room;
 	uint64_t need;
 	unsigned i;
 	int ret;
@@ -4538,7 +4541,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 			      (int)cr->dst_member :
 		      cr->want_dst ? INT_MAX :
 				     -1,
-		      false, &room, &cr->member);
+		      false, NULL, &cr->member);
 	if (ret)
 		return ret;
 	rp = calloc(1, sizeof(*rp));
