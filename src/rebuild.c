@@ -53,6 +53,7 @@
  * finish, replacement zones are given back): a paused rebuild holds no
  * space and no segment; resume lists the work again.
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -187,6 +188,19 @@ void za_rebuild_free(struct za_rebuild *rb)
 
 /* ---- pacing ---- */
 
+/* Abort every column under way: done(-ECANCELED) once its stripes in
+ * flight end, inside the call when none are (col_done() then unlinks it:
+ * the next one is taken first). */
+static void abort_all(struct za_rebuild *rb)
+{
+	struct rcol *c, *next;
+
+	for (c = rb->running; c; c = next) {
+		next = c->next;
+		za_engine_col_rebuild_abort(rb->p.eng, &c->cr);
+	}
+}
+
 static void kick_all(struct za_rebuild *rb)
 {
 	struct rcol *c, *next;
@@ -308,10 +322,10 @@ static void col_done(struct za_col_rebuild *cr, int result)
 	rb->st.written_bytes += cr->written_bytes;
 	if (result == -ECANCELED) {
 		/* Aborted (a pause, a stop): its replacement zone was given
-		 * back, so what it restored is not restored. */
-		rb->st.done_bytes -= c->done_bytes < rb->st.done_bytes ?
-					     c->done_bytes :
-					     rb->st.done_bytes;
+		 * back, so what it restored is not restored. A run's count
+		 * is only reset with no column running. */
+		assert(c->done_bytes <= rb->st.done_bytes);
+		rb->st.done_bytes -= c->done_bytes;
 		za_pace_unsample(&rb->pace, c->done_bytes);
 	}
 	if (!result) {
@@ -413,9 +427,8 @@ static unsigned max_cols(const struct za_rebuild *rb)
 	 * of tools/zloop seed 130008, with --rate 1 before its pause).
 	 */
 	if (rb->st.rate_limit_bps && stripes) {
-		uint64_t col_bytes = stripes * l->col_payload_bytes;
 		uint64_t by_rate = rb->st.rate_limit_bps * RB_RATE_AHEAD_S /
-				   (col_bytes ? col_bytes : 1);
+				   (stripes * l->col_payload_bytes);
 
 		if (n > by_rate)
 			n = by_rate;
@@ -808,15 +821,10 @@ void za_rebuild_start(struct za_rebuild *rb)
  */
 void za_rebuild_pause(struct za_rebuild *rb)
 {
-	struct rcol *c, *next;
-
 	if (rb->state != ZA_REBUILD_RUNNING)
 		return;
 	rb->state = ZA_REBUILD_PAUSED;
-	for (c = rb->running; c; c = next) {
-		next = c->next;
-		za_engine_col_rebuild_abort(rb->p.eng, &c->cr);
-	}
+	abort_all(rb);
 }
 
 void za_rebuild_resume(struct za_rebuild *rb)
@@ -844,18 +852,13 @@ void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps)
 
 void za_rebuild_stop(struct za_rebuild *rb)
 {
-	struct rcol *c, *next;
-
 	/* A start waiting for the last run's timer is cancelled too: the
 	 * array may be going away (its stop waits for that timer). */
 	rb->start_again = false;
 	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED)
 		return;
 	rb->stopping = true;
-	for (c = rb->running; c; c = next) {
-		next = c->next;
-		za_engine_col_rebuild_abort(rb->p.eng, &c->cr);
-	}
+	abort_all(rb);
 	if (rb->in_pass && !rb->nr_running && !rb->flushing) {
 		run_end(rb, -ECANCELED);
 	} else if (!rb->in_pass) {
