@@ -859,6 +859,11 @@ void za_rebuild_stop(struct za_rebuild *rb)
 		return;
 	rb->stopping = true;
 	abort_all(rb);
+	/* Columns with nothing in flight end inside the abort, and the last
+	 * one's col_done() ends the run: ending it here again called
+	 * finished() twice (a stop right after the columns started). */
+	if (rb->state == ZA_REBUILD_DONE)
+		return;
 	if (rb->in_pass && !rb->nr_running && !rb->flushing) {
 		run_end(rb, -ECANCELED);
 	} else if (!rb->in_pass) {

@@ -14,7 +14,8 @@
  * everything through them.
  *
  * Paused, the job holds no space: its columns under way are aborted and
- * their zones given back, and a resume rebuilds everything.
+ * their zones given back, and a resume rebuilds everything. Stopped right
+ * after its columns start, it ends once.
  *
  * It does not cover drains (array-level behaviour is test-array's) or the
  * rate limiter itself (test-pace's).
@@ -712,6 +713,22 @@ START_TEST(test_rebuild_keeps_open_zones)
 }
 END_TEST
 
+/* Run the loop until the rebuild's first columns have taken their zones
+ * (free zones below @sp0's); *@sp is the space then. */
+static void columns_started(struct trb *t, const struct za_engine_space *sp0,
+			    struct za_engine_space *sp)
+{
+	unsigned spins;
+
+	for (spins = 0; spins < 100000; spins++) {
+		za_engine_space(t->e, sp);
+		if (sp->free_zones < sp0->free_zones)
+			return;
+		za_io_run_once(t->io);
+	}
+	ck_abort_msg("no column took a zone: the case is not set up");
+}
+
 /* No group is pinned by a column rebuild (GC may take any of them). */
 static void check_no_group_busy(struct trb *t)
 {
@@ -748,8 +765,6 @@ START_TEST(test_rebuild_pause_lets_go)
 	struct trb t;
 	const struct za_stripe_layout *l;
 	uint64_t end, col_bytes, ahead;
-	unsigned spins;
-
 	rng = 0x7e0d0000ull + (uint64_t)_i;
 	degrade(&t, &geos[_i]);
 	za_engine_space(t.e, &sp0);
@@ -757,14 +772,7 @@ START_TEST(test_rebuild_pause_lets_go)
 	/* Slowly: columns start, take their zones, and wait on the rate. */
 	za_rebuild_set_rate(t.rb, 64 << 10);
 	za_rebuild_start(t.rb);
-	for (spins = 0; spins < 100000; spins++) {
-		za_engine_space(t.e, &sp);
-		if (sp.free_zones < sp0.free_zones)
-			break;
-		za_io_run_once(t.io);
-	}
-	ck_assert_msg(sp.free_zones < sp0.free_zones,
-		      "no column took a zone: the case is not set up");
+	columns_started(&t, &sp0, &sp);
 	/* Rate-limited, it does not start every column at once, only what
 	 * keeps two seconds of 64 KiB/s busy (at least two), each one
 	 * under way holding a zone. */
@@ -806,6 +814,34 @@ START_TEST(test_rebuild_pause_lets_go)
 }
 END_TEST
 
+/*
+ * Regression (found reading the pause change): a stop right after a pass
+ * started its columns, before any stripe was in flight, ended each column
+ * inside the abort; the last one's end ended the run, and the stop ended
+ * it again - finished() ran twice. It runs once, with -ECANCELED, and
+ * every zone the columns took is free again.
+ */
+START_TEST(test_rebuild_stop_at_start)
+{
+	struct za_engine_space sp0, sp;
+	struct trb t;
+
+	rng = 0x7e0e0000ull + (uint64_t)_i;
+	degrade(&t, &geos[_i]);
+	za_engine_space(t.e, &sp0);
+	za_rebuild_start(t.rb);
+	columns_started(&t, &sp0, &sp);
+	za_rebuild_stop(t.rb);
+	trb_drain(&t);
+	ck_assert_uint_eq(t.rb_calls, 1);
+	ck_assert_int_eq(t.rb_result, -ECANCELED);
+	za_engine_space(t.e, &sp);
+	ck_assert_uint_eq(sp.free_zones, sp0.free_zones);
+	check_all(&t);
+	trb_free(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rebuild");
@@ -821,6 +857,8 @@ int main(void)
 			    sizeof(geos) / sizeof(geos[0]));
 	tcase_add_test(tc, test_rebuild_keeps_open_zones);
 	tcase_add_loop_test(tc, test_rebuild_pause_lets_go, 0,
+			    sizeof(geos) / sizeof(geos[0]));
+	tcase_add_loop_test(tc, test_rebuild_stop_at_start, 0,
 			    sizeof(geos) / sizeof(geos[0]));
 	suite_add_tcase(s, tc);
 	return trun(s);
