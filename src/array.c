@@ -282,21 +282,23 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
 }
 
 /*
- * Is member @i's recorded replacement (zarray replace) still the place for
- * its columns? While @i is draining, failed or missing and the new member
- * is online; once @i is removed, or the new one is not in service, the
- * record is dropped (and the rebuild puts any column left anywhere).
+ * The member that takes member @i's place (zarray replace), if its record
+ * still holds, or -1: while @i is draining, failed or missing and the new
+ * member is online; once @i is removed, or the new one is not in service,
+ * the record is dropped (and the rebuild puts any column left anywhere).
  */
-static bool replacement_holds(const struct za_array *a, unsigned i)
+static int replacement_of(const struct za_array *a, unsigned i)
 {
 	unsigned r = a->sb->members[i].replacement;
 
 	if (!r || r - 1 >= a->nr_members || r - 1 == i)
-		return false;
-	return (a->states[i] == ZA_MEMBER_DRAINING ||
-		a->states[i] == ZA_MEMBER_FAILED ||
-		a->states[i] == ZA_MEMBER_MISSING) &&
-	       a->states[r - 1] == ZA_MEMBER_ONLINE;
+		return -1;
+	if ((a->states[i] != ZA_MEMBER_DRAINING &&
+	     a->states[i] != ZA_MEMBER_FAILED &&
+	     a->states[i] != ZA_MEMBER_MISSING) ||
+	    a->states[r - 1] != ZA_MEMBER_ONLINE)
+		return -1;
+	return (int)r - 1;
 }
 
 /*
@@ -317,7 +319,7 @@ static void sb_round(struct za_array *a)
 	for (i = 0; i < a->nr_members; i++)
 		a->sb->members[i].state = a->states[i];
 	for (i = 0; i < a->nr_members; i++)
-		if (!replacement_holds(a, i))
+		if (replacement_of(a, i) < 0)
 			a->sb->members[i].replacement = 0;
 	for (i = 0; i < a->nr_members; i++) {
 		if (!a->devs[i] || (a->states[i] != ZA_MEMBER_ONLINE &&
@@ -1131,15 +1133,14 @@ int za_array_assemble(struct za_io *io, const char *name,
 	 * resumed drain spread the columns over the other members, filling
 	 * them while the new drive stayed empty (tools/zloop seed 7025). */
 	for (i = 0; i < nm; i++) {
-		if (!replacement_holds(a, i))
+		int r = replacement_of(a, i);
+
+		if (r < 0)
 			continue;
-		za_rebuild_set_dest(a->rb, i,
-				    (int)a->sb->members[i].replacement - 1);
+		za_rebuild_set_dest(a->rb, i, r);
 		za_log_info("array %s: member %u (%s) is still being replaced "
-			    "by member %u (%s)",
-			    a->sb->name, i, a->paths[i],
-			    a->sb->members[i].replacement - 1,
-			    a->paths[a->sb->members[i].replacement - 1]);
+			    "by member %d (%s)",
+			    a->sb->name, i, a->paths[i], r, a->paths[r]);
 	}
 	/* Columns lost before the restart (or a rebuild interrupted by it)
 	 * are found again on the drives: carry on. A lost or draining member
@@ -1387,10 +1388,7 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		m->err_write = ms.err_write;
 		m->err_checksum = ms.err_checksum;
 		m->repaired_bytes = ms.repaired_bytes;
-		m->replaced_by =
-			replacement_holds(a, i) ?
-				(int)a->sb->members[i].replacement - 1 :
-				-1;
+		m->replaced_by = replacement_of(a, i);
 		used_zone_bytes += m->used_bytes;
 	}
 	/* Space allocated to segments, data share only. */
