@@ -77,6 +77,7 @@ struct za_nbd_rx {
 	 * [free_pos, tail) were consumed but are still kept (holds). */
 	uint8_t *ring;
 	size_t cap;
+	bool ring_reused; /* set at start */
 	uint64_t head, tail, free_pos;
 	bool stop, end;
 	bool polling; /* the thread waits in poll() for the socket */
@@ -233,17 +234,57 @@ static void rx_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 }
 
 /*
+ * The ring of the last connection that ended, kept for the next one. A
+ * ring's pages are touched as it first fills, and in a VM whose host
+ * backs a page only on its first touch (docs/design.md 8.6) that costs
+ * more than the copies the ring saves: 16 MiB of first touches took a
+ * tenth of a 1 GiB sequential run over a new connection. One ring is
+ * kept (its memory stays resident while no connection uses it); any
+ * other is unmapped. Connections end on the loop's thread, but a kept
+ * payload's last release may come from elsewhere, hence the lock.
+ */
+static struct {
+	pthread_mutex_t lock;
+	uint8_t *ring;
+	size_t bytes;
+} rx_spare = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void rx_ring_unmap(uint8_t *ring, size_t bytes)
+{
+	pthread_mutex_lock(&rx_spare.lock);
+	if (!rx_spare.ring) {
+		rx_spare.ring = ring;
+		rx_spare.bytes = bytes;
+		ring = NULL;
+	}
+	pthread_mutex_unlock(&rx_spare.lock);
+	if (ring)
+		munmap(ring, 2 * bytes);
+}
+
+/*
  * The ring's memory, mapped twice in a row: any @bytes of it starting
  * anywhere in the first copy are contiguous, so a payload the ring holds
  * can be handed out in place (za_nbd_rx_peek()) even across the wrap.
+ * The spare ring if it has the size.
  */
-static int rx_ring_map(size_t bytes, uint8_t **out)
+static int rx_ring_map(size_t bytes, uint8_t **out, bool *reused)
 {
 	uint8_t *base;
 	int fd, ret = 0;
 
 	if (!bytes || bytes % (size_t)sysconf(_SC_PAGESIZE))
 		return -EINVAL;
+	pthread_mutex_lock(&rx_spare.lock);
+	base = rx_spare.bytes == bytes ? rx_spare.ring : NULL;
+	if (base)
+		rx_spare.ring = NULL;
+	pthread_mutex_unlock(&rx_spare.lock);
+	*reused = base != NULL;
+	if (base) {
+		*out = base;
+		return 0;
+	}
 	fd = memfd_create("za-nbd-rx", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -281,7 +322,7 @@ int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 
 	if (!rx)
 		return -ENOMEM;
-	ret = rx_ring_map(ring_bytes, &rx->ring);
+	ret = rx_ring_map(ring_bytes, &rx->ring, &rx->ring_reused);
 	if (ret)
 		goto err_free;
 	rx->cap = ring_bytes;
@@ -312,10 +353,15 @@ err_async:
 	ev_async_stop(loop, &rx->w);
 	pthread_cond_destroy(&rx->cond);
 	pthread_mutex_destroy(&rx->lock);
-	munmap(rx->ring, 2 * ring_bytes);
+	rx_ring_unmap(rx->ring, ring_bytes);
 err_free:
 	free(rx);
 	return ret;
+}
+
+bool za_nbd_rx_ring_reused(const struct za_nbd_rx *rx)
+{
+	return rx->ring_reused;
 }
 
 /* Under lock: up to @len ring bytes into @dst, for the loop. */
@@ -429,7 +475,7 @@ static void rx_free(struct za_nbd_rx *rx)
 {
 	pthread_cond_destroy(&rx->cond);
 	pthread_mutex_destroy(&rx->lock);
-	munmap(rx->ring, 2 * rx->cap);
+	rx_ring_unmap(rx->ring, rx->cap);
 	free(rx);
 }
 

@@ -32,6 +32,12 @@ struct za_nbd_rx;
 int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out);
 /*
+ * Did @rx's ring come from a connection that ended (its pages touched
+ * already)? The ring of the last connection to end is kept for the next
+ * one of the same ring size, once no payload of it is kept any more.
+ */
+bool za_nbd_rx_ring_reused(const struct za_nbd_rx *rx);
+/*
  * Loop thread. Up to @len bytes of input into @dst: the count (> 0), 0 at
  * the end of input, -EAGAIN when nothing is there yet (@wake runs when
  * there is), or the -errno the socket gave. With @direct, the thread may

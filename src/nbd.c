@@ -719,8 +719,10 @@ static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 	c->rx_tried = true;
 	ret = za_nbd_rx_start(c->s->loop, c->fd, NBD_RX_RING_BYTES,
 			      conn_rx_wake, c, &c->rx);
-	if (ret == 0)
+	if (ret == 0) {
 		c->s->st.rx_threads++;
+		c->s->st.rx_rings_reused += za_nbd_rx_ring_reused(c->rx);
+	}
 	if (ret < 0) {
 		c->rx = NULL;
 		za_log_warn("nbd %s: connection %u: no receive thread (%s); "

@@ -140,6 +140,7 @@ struct za_nbd_stats {
 	uint64_t read_bytes, write_bytes, trim_bytes, zero_bytes; /* done */
 	uint64_t inflight; /* commands between header and reply, now */
 	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
+	uint64_t rx_rings_reused; /* of those, with a ring kept from before */
 	uint64_t rx_in_place; /* WRITE payloads handed over in the ring */
 	uint64_t rx_kept; /* of those, kept there by the backend */
 	uint64_t ibuf_in_place; /* WRITE payloads handed over in the input
