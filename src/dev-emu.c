@@ -518,7 +518,7 @@ static int emu_do_read(struct emu *e, struct za_dev_req *req)
  * (docs/design.md 8.6). Buffers and offsets are 4 KiB aligned (dev.h);
  * anything else takes memcpy().
  */
-void za_emu_copy_to_drive(void *dst, const void *src, size_t len)
+void za_emu_stream_to_drive(void *dst, const void *src, size_t len)
 {
 #ifdef __SSE2__
 	uint8_t *d = dst;
@@ -542,12 +542,17 @@ void za_emu_copy_to_drive(void *dst, const void *src, size_t len)
 		_mm_stream_si128((__m128i *)(d + i + 32), x2);
 		_mm_stream_si128((__m128i *)(d + i + 48), x3);
 	}
-	/* Streaming stores are weakly ordered: drain them before the write
-	 * is reported done (and read back, from any thread). */
-	_mm_sfence();
 #else
 	memcpy(dst, src, len);
 #endif
+}
+
+void za_emu_copy_to_drive(void *dst, const void *src, size_t len)
+{
+	za_emu_stream_to_drive(dst, src, len);
+	/* Streaming stores are weakly ordered: drain them before the write
+	 * is reported done (and read back, from any thread). */
+	za_dev_stage_fence();
 }
 
 static int emu_do_write(struct emu *e, struct za_dev_req *req, uint64_t off)
@@ -928,7 +933,8 @@ static int emu_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
 	if (!e->data || e->rdonly ||
 	    zone_is_conv(e, za_dev_zone_idx(dev, off_bytes)))
 		return -EOPNOTSUPP;
-	za_emu_copy_to_drive(e->data + off_bytes, buf, len_bytes);
+	/* The caller fences once for all it staged (dev.h). */
+	za_emu_stream_to_drive(e->data + off_bytes, buf, len_bytes);
 	return 0;
 }
 

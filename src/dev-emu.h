@@ -56,11 +56,14 @@ int za_emu_set_perf(struct za_dev *dev, uint64_t bw_bytes_per_s,
 bool za_dev_is_emu(const struct za_dev *dev);
 /*
  * Copy @len bytes of a write into a preallocated drive's memory as the
- * drive does: with stores that bypass the CPU's caches where @dst, @src
- * and @len are 64-byte aligned, memcpy() otherwise. Any thread; the
- * bytes are visible to every thread when it returns. Exported for
- * bench/za-write-floor, which measures the same copy.
+ * drive does: with stores that bypass the CPU's caches where @dst and
+ * @len are 64-byte aligned, memcpy() otherwise. Any thread. The stores
+ * are weakly ordered: other threads are sure to see them only after
+ * za_dev_stage_fence() on this one. Exported for bench/za-write-floor,
+ * which measures the same copy.
  */
+void za_emu_stream_to_drive(void *dst, const void *src, size_t len);
+/* za_emu_stream_to_drive(), then the fence: visible when it returns. */
 void za_emu_copy_to_drive(void *dst, const void *src, size_t len);
 
 #endif /* ZA_DEV_EMU_H */

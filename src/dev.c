@@ -14,10 +14,14 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "container.h"
 #include "dev.h"
@@ -200,6 +204,14 @@ int za_dev_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
 			       dev->caps.zone_size_bytes &&
 	       off_bytes + len_bytes <= dev->caps.capacity_bytes);
 	return dev->ops->stage(dev, off_bytes, buf, len_bytes);
+}
+
+void za_dev_stage_fence(void)
+{
+#ifdef __SSE2__
+	_mm_sfence(); /* streaming stores are ordered by a fence only */
+#endif
+	atomic_thread_fence(memory_order_release);
 }
 
 static void dev_done_cb(struct za_io_defer *d)

@@ -208,7 +208,9 @@ struct za_dev_ops {
 	 * range is past the zone's write pointer and that no reset, finish
 	 * or write of it runs meanwhile; nothing there is readable until
 	 * the WRITE with req->staged moves the write pointer over it. The
-	 * stores are visible to other threads when it returns. Returns 0,
+	 * stores may be weakly ordered (streaming stores): the caller calls
+	 * za_dev_stage_fence() once after the last stage of a stripe and
+	 * before the WRITE is handed to another thread. Returns 0,
 	 * or -EOPNOTSUPP where the drive cannot (conventional zones too):
 	 * the caller then writes the usual way. A wrapper passes it on.
 	 */
@@ -254,6 +256,14 @@ int za_dev_power_cut(struct za_dev *dev);
  */
 int za_dev_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
 		 uint64_t len_bytes);
+/*
+ * Order what za_dev_stage() stored on this thread before anything it
+ * stores next (the hand-off of the WRITE to the loop). One per stripe,
+ * not one per stage: with streaming stores each fence waits for the
+ * stores before it to reach memory, and one per 4 KiB block cost
+ * sequential writes a tenth of their rate (docs/design.md 8.6).
+ */
+void za_dev_stage_fence(void);
 
 /* Synchronous helpers (run the loop until done) for tools and tests. */
 int za_dev_io_sync(struct za_dev *dev, enum za_dev_op op, uint64_t off_bytes,

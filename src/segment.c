@@ -1164,6 +1164,7 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 	uint8_t *payload[ZA_EC_MAX_WIDTH], *lbat[ZA_EC_MAX_WIDTH];
 	uint32_t blk_crc[ZA_EC_MAX_WIDTH][ZA_STRIPE_MAX_COL_BLOCKS];
 	uint64_t stage = 0; /* columns still being staged */
+	uint64_t staging; /* columns staged at all */
 	unsigned c;
 	uint32_t j;
 
@@ -1175,6 +1176,7 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 		if (s->col_dev[c] && s->col_dev[c]->ops->stage)
 			stage |= 1ull << c;
 	}
+	staging = stage;
 	/* Padding blocks are zeroed: nothing stale reaches a drive. */
 	for (j = s->nr_blocks; j < l->data_blocks; j++) {
 		uint32_t cb;
@@ -1253,6 +1255,10 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 				 ZA_STRIPE_HDR_BYTES) < 0)
 			stage &= ~(1ull << c);
 	}
+	/* The staged bytes reach memory before the loop submits the
+	 * writes that expose them. */
+	if (staging)
+		za_dev_stage_fence();
 	s->staged = stage;
 }
 
