@@ -285,7 +285,8 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
  * The member that takes member @i's place (zarray replace), if its record
  * still holds, or -1: while @i is draining, failed or missing and the new
  * member is online; once @i is removed, or the new one is not in service,
- * the record is dropped (and the rebuild puts any column left anywhere).
+ * the record is dropped (a draining @i is back in service then:
+ * replaces_abandon(); the rebuild puts a lost @i's columns anywhere).
  */
 static int replacement_of(const struct za_array *a, unsigned i)
 {
@@ -299,6 +300,40 @@ static int replacement_of(const struct za_array *a, unsigned i)
 	    a->states[r - 1] != ZA_MEMBER_ONLINE)
 		return -1;
 	return (int)r - 1;
+}
+
+/*
+ * A replace whose new drive left service (failed, or missing at assembly)
+ * before it had all of OLD's columns: an OLD that was whole, draining
+ * only for the replace, goes back into service, as md keeps the original
+ * device when its replacement fails; the columns NEW had taken are lost
+ * columns now, rebuilt from the others like any. (A failed OLD stays
+ * failed: its columns are rebuilt onto any member.) True if any did.
+ */
+static bool replaces_abandon(struct za_array *a)
+{
+	bool any = false;
+	unsigned o, r;
+
+	for (o = 0; o < a->nr_members; o++) {
+		r = a->sb->members[o].replacement;
+		if (!r || r - 1 >= a->nr_members || r - 1 == o ||
+		    a->states[o] != ZA_MEMBER_DRAINING ||
+		    a->states[r - 1] == ZA_MEMBER_ONLINE ||
+		    za_engine_member_undrain(a->eng, o))
+			continue;
+		a->states[o] = ZA_MEMBER_ONLINE;
+		a->sb->members[o].replacement = 0;
+		if (a->rb)
+			za_rebuild_set_dest(a->rb, o, -1);
+		za_log_warn("array %s: replace of member %u (%s) stopped: its "
+			    "replacement, member %u (%s), is %s; member %u "
+			    "stays in service",
+			    a->sb->name, o, a->paths[o], r - 1, a->paths[r - 1],
+			    za_member_state_str(a->states[r - 1]), o);
+		any = true;
+	}
+	return any;
 }
 
 /*
@@ -671,6 +706,7 @@ static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 	za_log_err("array %s: member %u (%s) failed: %s; %u of %u lost",
 		   a->sb->name, idx, a->paths[idx], strerror(-err),
 		   za_engine_nr_lost(a->eng), (unsigned)a->sb->geom.p);
+	replaces_abandon(a);
 	sb_round(a);
 	rebuild_kick(a);
 }
@@ -1131,7 +1167,9 @@ int za_array_assemble(struct za_io *io, const char *name,
 	}
 	/* A replace goes on onto the drive it was given. Without this the
 	 * resumed drain spread the columns over the other members, filling
-	 * them while the new drive stayed empty (tools/zloop seed 7025). */
+	 * them while the new drive stayed empty (tools/zloop seed 7025).
+	 * One whose drive is gone stops. */
+	changed |= replaces_abandon(a);
 	for (i = 0; i < nm; i++) {
 		int r = replacement_of(a, i);
 

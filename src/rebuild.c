@@ -359,8 +359,17 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
 	c->cr.window = rb->p.window;
 	/* A column on a draining member is moved, not decoded. */
 	c->cr.move = !(s->d.lost_cols & (1ull << col));
-	if (!za_engine_seg_info(rb->p.eng, s->d.seg_id, &si) &&
-	    si.members[col] < ZA_SB_MAX_MEMBERS &&
+	if (za_engine_seg_info(rb->p.eng, s->d.seg_id, &si))
+		si.members[col] = UINT16_MAX;
+	/* Listed when its member was draining, which it is no more (a
+	 * replace whose new drive failed): it stays. */
+	if (c->cr.move && si.members[col] < ZA_SB_MAX_MEMBERS &&
+	    za_engine_member_state(rb->p.eng, si.members[col]) !=
+		    ZA_MEMBER_DRAINING) {
+		free(c);
+		return -EALREADY;
+	}
+	if (si.members[col] < ZA_SB_MAX_MEMBERS &&
 	    rb->dest[si.members[col]] >= 0) {
 		c->cr.want_dst = true;
 		c->cr.dst_member = (unsigned)rb->dest[si.members[col]];

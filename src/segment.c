@@ -1556,6 +1556,20 @@ int za_engine_member_drain(struct za_engine *e, unsigned idx)
 	return 0;
 }
 
+int za_engine_member_undrain(struct za_engine *e, unsigned idx)
+{
+	struct member *m = &e->m[idx];
+
+	assert(idx < e->nr_members);
+	if (m->state != ZA_MEMBER_DRAINING || !m->dev)
+		return -EINVAL;
+	m->state = ZA_MEMBER_ONLINE;
+	za_log_info("%s: member %u in service again: new segments may use it",
+		    m->dev->path, idx);
+	pump(e);
+	return 0;
+}
+
 void za_engine_member_fail(struct za_engine *e, unsigned idx, int err)
 {
 	assert(idx < e->nr_members);

@@ -271,6 +271,13 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev,
  * to move. 0, or -EINVAL if it is not online.
  */
 int za_engine_member_drain(struct za_engine *e, unsigned idx);
+/*
+ * Take a draining member back into service (a replace whose new drive
+ * failed): new segments may use it again and what it holds stays; a
+ * column moving off it now finishes where it goes. 0, or -EINVAL if it is
+ * not draining.
+ */
+int za_engine_member_undrain(struct za_engine *e, unsigned idx);
 /* Exclude member @idx now (zarray fail, or I/O errors): see params. */
 void za_engine_member_fail(struct za_engine *e, unsigned idx, int err);
 enum za_member_state za_engine_member_state(const struct za_engine *e,

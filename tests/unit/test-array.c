@@ -541,6 +541,124 @@ START_TEST(test_replace_resumes_after_restart)
 }
 END_TEST
 
+/*
+ * Loop: a replace whose new drive fails (_i 0: zarray fail with the
+ * replace paused; _i 2: while it runs, slowly) or is missing at assembly
+ * (_i 1) before it has all the old member's columns. The old member,
+ * whole and draining only for the replace, goes back into service, as md
+ * keeps the original when its replacement fails, and keeps what it holds
+ * (at least half of it: the columns moving at the failure finish where
+ * they go); what the new drive had taken is rebuilt from the others, it
+ * is retired, and the data reads back. Before, the old member went on
+ * draining onto the other members and was removed: a failed replacement
+ * cost the array a healthy drive.
+ */
+START_TEST(test_replace_new_fails)
+{
+	struct za_array_status st;
+	struct za_array *a = make("rn", 2, 1, 0, 6);
+	uint64_t len = 20ull << 20, off, old_used;
+	uint8_t *buf, *back;
+	unsigned i;
+
+	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len), 0);
+	ck_assert_int_eq(posix_memalign((void **)&back, 4096, len), 0);
+	for (off = 0; off < len; off++)
+		buf[off] = (uint8_t)(off * 29 + off / 4096);
+	ck_assert_int_eq(
+		za_volume_write_sync(za_array_volume(a), 0, len, buf, true), 0);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	old_used = st.members[1].used_bytes;
+	free(st.members);
+	ck_assert_uint_gt(old_used, 0);
+	/* _i 2: slow, so that the pass has the old member's columns listed
+	 * and some under way when the new drive fails. */
+	if (_i == 2)
+		ck_assert_int_eq(za_array_rebuild(a, ZA_ARRAY_REBUILD_RATE,
+						  64 << 10, err, sizeof(err)),
+				 0);
+	ck_assert_msg(za_array_replace(a, paths[1], paths[6], err,
+				       sizeof(err)) == 0,
+		      "%s", err);
+	if (_i == 2) {
+		for (i = 0;; i++) {
+			ck_assert_uint_lt(i, 100000);
+			ck_assert_int_eq(za_array_status(a, &st), 0);
+			free(st.members);
+			if (st.nr_jobs && st.jobs[0].done_bytes)
+				break;
+			za_io_run_once(io);
+		}
+	} else {
+		for (i = 0; za_array_rebuild(a, ZA_ARRAY_REBUILD_PAUSE, 0, err,
+					     sizeof(err));
+		     i++) {
+			ck_assert_uint_lt(i, 1000);
+			za_io_run_once(io);
+		}
+	}
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_DRAINING);
+	ck_assert_int_eq(st.members[1].replaced_by, 6);
+	free(st.members);
+	if (_i != 1) {
+		ck_assert_int_eq(za_array_fail(a, paths[6], err, sizeof(err)),
+				 0);
+		if (_i == 0)
+			ck_assert_int_eq(
+				za_array_rebuild(a, ZA_ARRAY_REBUILD_RESUME, 0,
+						 err, sizeof(err)),
+				0);
+		else
+			ck_assert_int_eq(za_array_rebuild(a,
+							  ZA_ARRAY_REBUILD_RATE,
+							  0, err, sizeof(err)),
+					 0);
+	} else {
+		ck_assert_int_eq(za_array_stop(a), 0);
+		ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &a, err,
+						sizeof(err)) == 0,
+			      "%s", err);
+	}
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_ONLINE);
+	ck_assert_int_eq(st.members[6].state,
+			 _i == 1 ? ZA_MEMBER_MISSING : ZA_MEMBER_FAILED);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(st.members[i].replaced_by, -1);
+	free(st.members);
+	wait_removed(a, 6);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	for (i = 0; i < 6; i++)
+		ck_assert_int_eq(st.members[i].state, ZA_MEMBER_ONLINE);
+	ck_assert_msg(st.members[1].used_bytes >= old_used / 2,
+		      "member 1 holds %llu bytes of the %llu it held",
+		      (unsigned long long)st.members[1].used_bytes,
+		      (unsigned long long)old_used);
+	free(st.members);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
+			 0);
+	ck_assert(!memcmp(buf, back, len));
+	/* And so it stays after a restart. */
+	ck_assert_int_eq(za_array_stop(a), 0);
+	ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &a, err,
+					sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
+	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_ONLINE);
+	free(st.members);
+	memset(back, 0, len);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
+			 0);
+	ck_assert(!memcmp(buf, back, len));
+	free(buf);
+	free(back);
+	ck_assert_int_eq(za_array_destroy(a), 0);
+}
+END_TEST
+
 /* The volume: default size below the raw capacity, too large refused,
  * data written through it reads back. */
 START_TEST(test_volume_size)
@@ -711,6 +829,7 @@ int main(void)
 	tcase_add_test(tc, test_dead_columns_after_restart);
 	tcase_add_test(tc, test_replace_smaller);
 	tcase_add_test(tc, test_replace_resumes_after_restart);
+	tcase_add_loop_test(tc, test_replace_new_fails, 0, 3);
 	tcase_add_test(tc, test_volume_size);
 	tcase_add_loop_test(tc, test_remove_space, 0,
 			    sizeof(drain_geoms) / sizeof(drain_geoms[0]));
