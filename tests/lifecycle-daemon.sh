@@ -16,6 +16,9 @@
 #    while the first runs; paused (if not done already), status shows
 #    which member replaces which (text and replaced_by), and no longer
 #    once it is done;
+#  - a second replace, paused (if not done already), whose new drive is
+#    then failed: the old drive is back online at once, and once the new
+#    one's columns are rebuilt it is removed, the array healthy;
 #  - removing so many that fewer than k+p drives would be left: refused;
 #  - the removed drive added again under its old path: a new online
 #    member (the old one stays listed as removed);
@@ -34,7 +37,7 @@ need python3
 MiB=$((1024 * 1024))
 T=120
 cd "$SCRATCH"
-"$ZARRAY" emu create --size 256M --zone-size 8M d{0..7}.img n{0..3}.img >/dev/null
+"$ZARRAY" emu create --size 256M --zone-size 8M d{0..7}.img n{0..4}.img >/dev/null
 "$ZARRAY" emu create --size 256M --zone-size 8M other{0..2}.img >/dev/null
 start_daemon
 "$ZARRAY" create t --data 4 --parity 2 --size 160M d*.img >/dev/null 2>err.txt ||
@@ -140,6 +143,24 @@ released d2.img
 # Not locked any more: another array may have it while this one runs.
 "$ZARRAY" create o2 --data 1 --parity 1 d2.img n3.img >/dev/null 2>err.txt ||
 	fail "create o2 with the replaced drive: $(cat err.txt)"
+
+# ---- a replace whose new drive fails: the old drive stays ----
+"$ZARRAY" replace t "$SCRATCH/d7.img" "$SCRATCH/n4.img" 2>err.txt || fail "replace d7: $(cat err.txt)"
+if "$ZARRAY" rebuild t pause 2>/dev/null; then
+	"$ZARRAY" fail t "$SCRATCH/n4.img" 2>err.txt || fail "fail n4: $(cat err.txt)"
+	[ "$(member_state d7.img) $(member_state n4.img)" = "online failed" ] ||
+		fail "d7 not back in service when n4 failed: $(cat st.json)"
+	"$ZARRAY" rebuild t resume 2>err.txt || fail "resume after n4 failed: $(cat err.txt)"
+	wait_job_end
+	[ "$(member_state d7.img) $(member_state n4.img)" = "online removed" ] ||
+		fail "after n4 failed and was rebuilt: $(cat st.json)"
+	[ "$(json "[m['replaced_by'] for m in d['members'] if m['replaced_by'] is not None]")" = "[]" ] ||
+		fail "replaced_by after n4 failed: $(cat st.json)"
+	[ "$(json 'd["state"]')" = healthy ] || fail "not healthy after n4 failed: $(cat st.json)"
+	pass "a replace whose new drive fails leaves the old drive in service"
+else
+	pass "the second replace was done before it could be paused"
+fi
 
 # ---- too few left ----
 rc=0
