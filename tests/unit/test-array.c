@@ -480,34 +480,58 @@ END_TEST
  * members while the new drive stayed empty, until no segment could open
  * (tools/zloop seed 7025).
  */
-START_TEST(test_replace_resumes_after_restart)
+/*
+ * @len bytes of a pattern (@mul picks it) written through @a's volume and
+ * flushed, into a new *@buf; *@back as large, for reading back. Returns
+ * member @m's used bytes then (checked to be some).
+ */
+static uint64_t fill(struct za_array *a, uint64_t len, unsigned mul, unsigned m,
+		     uint8_t **buf, uint8_t **back)
 {
 	struct za_array_status st;
-	struct za_array *a = make("rr", 2, 1, 0, 6);
-	uint64_t old_used, len = 20ull << 20, off;
-	uint8_t *buf, *back;
+	uint64_t used, off;
+
+	ck_assert_int_eq(posix_memalign((void **)buf, 4096, len), 0);
+	ck_assert_int_eq(posix_memalign((void **)back, 4096, len), 0);
+	for (off = 0; off < len; off++)
+		(*buf)[off] = (uint8_t)(off * mul + off / 4096);
+	ck_assert_int_eq(za_volume_write_sync(za_array_volume(a), 0, len, *buf,
+					      true),
+			 0);
+	ck_assert_int_eq(za_array_status(a, &st), 0);
+	used = st.members[m].used_bytes;
+	free(st.members);
+	ck_assert_uint_gt(used, 0);
+	return used;
+}
+
+/* Pause the rebuild (a replace's drain) as soon as it runs. */
+static void pause_soon(struct za_array *a)
+{
 	unsigned i;
 
-	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len), 0);
-	ck_assert_int_eq(posix_memalign((void **)&back, 4096, len), 0);
-	for (off = 0; off < len; off++)
-		buf[off] = (uint8_t)(off * 31 + off / 4096);
-	ck_assert_int_eq(
-		za_volume_write_sync(za_array_volume(a), 0, len, buf, true), 0);
-	ck_assert_int_eq(za_array_status(a, &st), 0);
-	old_used = st.members[1].used_bytes;
-	free(st.members);
-	ck_assert_uint_gt(old_used, 0);
-	/* Replaced, the drain paused as soon as it runs, and stopped. */
-	ck_assert_msg(za_array_replace(a, paths[1], paths[6], err,
-				       sizeof(err)) == 0,
-		      "%s", err);
 	for (i = 0;
 	     za_array_rebuild(a, ZA_ARRAY_REBUILD_PAUSE, 0, err, sizeof(err));
 	     i++) {
 		ck_assert_uint_lt(i, 1000);
 		za_io_run_once(io);
 	}
+}
+
+START_TEST(test_replace_resumes_after_restart)
+{
+	struct za_array_status st;
+	struct za_array *a = make("rr", 2, 1, 0, 6);
+	uint64_t old_used, len = 20ull << 20;
+	uint8_t *buf, *back;
+	unsigned i;
+
+	old_used = fill(a, len, 31, 1, &buf, &back);
+	/* Replaced, the drain paused as soon as it runs, and stopped. */
+	ck_assert_msg(za_array_replace(a, paths[1], paths[6], err,
+				       sizeof(err)) == 0,
+		      "%s", err);
+	pause_soon(a);
 	ck_assert_int_eq(za_array_stop(a), 0);
 
 	ck_assert_msg(za_array_assemble(io, "rr", pp, 7, &a, err,
@@ -557,20 +581,11 @@ START_TEST(test_replace_new_fails)
 {
 	struct za_array_status st;
 	struct za_array *a = make("rn", 2, 1, 0, 6);
-	uint64_t len = 20ull << 20, off, old_used;
+	uint64_t len = 20ull << 20, old_used;
 	uint8_t *buf, *back;
 	unsigned i;
 
-	ck_assert_int_eq(posix_memalign((void **)&buf, 4096, len), 0);
-	ck_assert_int_eq(posix_memalign((void **)&back, 4096, len), 0);
-	for (off = 0; off < len; off++)
-		buf[off] = (uint8_t)(off * 29 + off / 4096);
-	ck_assert_int_eq(
-		za_volume_write_sync(za_array_volume(a), 0, len, buf, true), 0);
-	ck_assert_int_eq(za_array_status(a, &st), 0);
-	old_used = st.members[1].used_bytes;
-	free(st.members);
-	ck_assert_uint_gt(old_used, 0);
+	old_used = fill(a, len, 29, 1, &buf, &back);
 	/* _i 2: slow, so that the pass has the old member's columns listed
 	 * and some under way when the new drive fails. */
 	if (_i == 2)
@@ -590,12 +605,7 @@ START_TEST(test_replace_new_fails)
 			za_io_run_once(io);
 		}
 	} else {
-		for (i = 0; za_array_rebuild(a, ZA_ARRAY_REBUILD_PAUSE, 0, err,
-					     sizeof(err));
-		     i++) {
-			ck_assert_uint_lt(i, 1000);
-			za_io_run_once(io);
-		}
+		pause_soon(a);
 	}
 	ck_assert_int_eq(za_array_status(a, &st), 0);
 	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_DRAINING);
