@@ -505,6 +505,16 @@ static uint64_t fill(struct za_array *a, uint64_t len, unsigned mul, unsigned m,
 	return used;
 }
 
+/* The @len bytes fill() wrote read back through @a's volume, into @back. */
+static void read_back(struct za_array *a, const uint8_t *buf, uint8_t *back,
+		      uint64_t len)
+{
+	memset(back, 0, len);
+	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
+			 0);
+	ck_assert(!memcmp(buf, back, len));
+}
+
 /* Pause the rebuild (a replace's drain) as soon as it runs. */
 static void pause_soon(struct za_array *a)
 {
@@ -556,9 +566,7 @@ START_TEST(test_replace_resumes_after_restart)
 		ck_assert_int_eq(st.members[i].replaced_by, -1);
 	}
 	free(st.members);
-	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
-			 0);
-	ck_assert(!memcmp(buf, back, len));
+	read_back(a, buf, back, len);
 	free(buf);
 	free(back);
 	ck_assert_int_eq(za_array_destroy(a), 0);
@@ -647,9 +655,7 @@ START_TEST(test_replace_new_fails)
 		      (unsigned long long)st.members[1].used_bytes,
 		      (unsigned long long)old_used);
 	free(st.members);
-	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
-			 0);
-	ck_assert(!memcmp(buf, back, len));
+	read_back(a, buf, back, len);
 	/* And so it stays after a restart. */
 	ck_assert_int_eq(za_array_stop(a), 0);
 	ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &a, err,
@@ -659,10 +665,7 @@ START_TEST(test_replace_new_fails)
 	ck_assert_int_eq(st.state, ZA_ARRAY_HEALTHY);
 	ck_assert_int_eq(st.members[1].state, ZA_MEMBER_ONLINE);
 	free(st.members);
-	memset(back, 0, len);
-	ck_assert_int_eq(za_volume_read_sync(za_array_volume(a), 0, len, back),
-			 0);
-	ck_assert(!memcmp(buf, back, len));
+	read_back(a, buf, back, len);
 	free(buf);
 	free(back);
 	ck_assert_int_eq(za_array_destroy(a), 0);
