@@ -361,11 +361,12 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
 	c->cr.move = !(s->d.lost_cols & (1ull << col));
 	if (za_engine_seg_info(rb->p.eng, s->d.seg_id, &si))
 		si.members[col] = UINT16_MAX;
-	/* Listed when its member was draining, which it is no more (a
-	 * replace whose new drive failed): it stays. */
+	/* Listed when its member was draining, which is in service again
+	 * (a replace whose new drive failed): it stays. (One that failed
+	 * since is listed as lost by the pass its failure starts.) */
 	if (c->cr.move && si.members[col] < ZA_SB_MAX_MEMBERS &&
-	    za_engine_member_state(rb->p.eng, si.members[col]) !=
-		    ZA_MEMBER_DRAINING) {
+	    za_engine_member_state(rb->p.eng, si.members[col]) ==
+		    ZA_MEMBER_ONLINE) {
 		free(c);
 		return -EALREADY;
 	}
