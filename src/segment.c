@@ -4443,13 +4443,26 @@ static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en)
 	rb_pump(cr);
 }
 
+/*
+ * Is stripe @s to be restored (else: a hole)? The last one always is: it
+ * was live when the column was listed, and only its slot can say the copy
+ * is complete (F_COMPLETE), which a hole's header may not carry
+ * (docs/format.md). Written as a hole when it died meanwhile, the copy
+ * had no completion mark, and recovery dropped it as unfinished: the
+ * array came back degraded with no member lost (zloop seed 600065).
+ */
+static bool rb_stripe_live(const struct za_col_rebuild *cr, uint32_t s)
+{
+	return s + 1 == cr->nr_stripes || ((cr->live[s / 64] >> (s % 64)) & 1);
+}
+
 static void rb_start_ent(struct za_col_rebuild *cr, struct rb_ent *en,
 			 uint32_t stripe)
 {
 	en->busy = true;
 	en->ready = false;
 	en->stripe = stripe;
-	en->live = (cr->live[stripe / 64] >> (stripe % 64)) & 1;
+	en->live = rb_stripe_live(cr, stripe);
 	en->tried = 0;
 	en->good = 0;
 	en->outstanding = 0;
@@ -4472,7 +4485,7 @@ static void rb_pump(struct za_col_rebuild *cr)
 	while (!rp->err && !rp->aborting && rp->next_start < cr->nr_stripes) {
 		struct rb_ent *en = &rp->ent[rp->next_start % rp->window];
 		uint32_t s = rp->next_start;
-		bool live = (cr->live[s / 64] >> (s % 64)) & 1;
+		bool live = rb_stripe_live(cr, s);
 
 		if (en->busy)
 			break;

@@ -1427,6 +1427,78 @@ START_TEST(test_rebuild_interrupted)
 }
 END_TEST
 
+/*
+ * A rebuilt column whose last stripe dies while the rebuild runs (its
+ * blocks overwritten): the copy must still end with a slot that says it
+ * is complete, and a restart must keep it. The stripe was written as a
+ * hole, which cannot say so (F_COMPLETE), so recovery dropped the
+ * finished copy as unfinished and the array came back degraded with no
+ * member lost, to be rebuilt again (tools/zloop seed 600065).
+ */
+START_TEST(test_rebuild_last_stripe_dies)
+{
+	struct tarr t;
+	struct wrec w[60];
+	struct za_engine_degraded d[64];
+	struct za_col_rebuild cr = { 0 };
+	struct rb_sync rs = { 0 };
+	uint64_t live[8] = { 0 };
+	struct za_seg_info si;
+	unsigned i, n = 0, x;
+	uint32_t last;
+
+	rng = 0x600065ull;
+	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
+	for (i = 0; i < 60; i++) {
+		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
+			break;
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[1];
+	za_engine_member_fail(t.e, x, -EIO);
+	t.states[x] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	ck_assert_uint_gt(za_engine_degraded(t.e, d, 64), 0);
+	ck_assert_uint_ge(d[0].nr_written, 4);
+	for (i = 0; i < d[0].nr_written; i++)
+		live[i / 64] |= 1ull << (i % 64);
+	last = d[0].nr_written - 1;
+	cr.seg_id = d[0].seg_id;
+	cr.col = (unsigned)__builtin_ctzll(d[0].todo);
+	cr.nr_stripes = last + 1;
+	cr.live = live;
+	cr.window = 1;
+	cr.may_start = rb_may;
+	cr.done = rb_done;
+	cr.priv = &rs;
+	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
+	/* Overwritten meanwhile, before its turn comes (window 1). */
+	live[last / 64] &= ~(1ull << (last % 64));
+	while (!rs.done)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rs.result, 0);
+	/* Decoded all the same: only its slot can end the copy. */
+	ck_assert_uint_eq(cr.holes, 0);
+	ck_assert_uint_eq(cr.rebuilt, last + 1);
+	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
+	ck_assert_uint_eq(si.members[cr.col], cr.member);
+	tarr_restart(&t);
+	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
+	ck_assert_msg(si.members[cr.col] == cr.member,
+		      "after a restart the column is on member %u, not on "
+		      "%u where it was rebuilt",
+		      (unsigned)si.members[cr.col], cr.member);
+	for (i = 0; i < n; i++)
+		if (w[i].seg_id == cr.seg_id && w[i].stripe_idx < last)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_free(&t);
+}
+END_TEST
+
 START_TEST(test_header_codec)
 {
 	uint8_t blk[4096] __attribute__((aligned(8)));
@@ -2039,6 +2111,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_rebuild, 0,
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
+	tcase_add_test(tc, test_rebuild_last_stripe_dies);
 	tcase_add_test(tc, test_rebuild_abort_before_start);
 	tcase_add_test(tc, test_drain);
 	tcase_add_loop_test(tc, test_rebuild_keeps_room, 0,
