@@ -1350,6 +1350,31 @@ START_TEST(test_rebuild_abort_before_start)
 }
 END_TEST
 
+/*
+ * A 4+2 array of 9 drives with up to 60 stripes written (their records in
+ * @w, *@n of them), then the member holding column 1 of the first
+ * segment failed and its groups' zones finished. Returns that member.
+ */
+static unsigned fail_after_writes(struct tarr *t, struct wrec *w, unsigned *n)
+{
+	struct za_seg_info si;
+	unsigned i, x;
+
+	tarr_make(t, 9, 4, 2, 4096, 1, 8, 1);
+	for (*n = 0, i = 0; i < 60; i++) {
+		if (write_one(t, &w[*n], za_engine_layout(t->e)->data_blocks))
+			break;
+		(*n)++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t->e, w[0].seg_id, &si), 0);
+	x = si.members[1];
+	za_engine_member_fail(t->e, x, -EIO);
+	t->states[x] = ZA_MEMBER_FAILED;
+	while (za_engine_busy(t->e)) /* its group's zones are finished */
+		za_io_run_once(t->io);
+	return x;
+}
+
 START_TEST(test_rebuild_interrupted)
 {
 	struct tarr t;
@@ -1364,18 +1389,7 @@ START_TEST(test_rebuild_interrupted)
 	size_t nd;
 
 	rng = 0xabcdefull;
-	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
-	for (i = 0; i < 60; i++) {
-		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
-			break;
-		n++;
-	}
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	x = si.members[1];
-	za_engine_member_fail(t.e, x, -EIO);
-	t.states[x] = ZA_MEMBER_FAILED;
-	while (za_engine_busy(t.e)) /* its group's zones are finished */
-		za_io_run_once(t.io);
+	x = fail_after_writes(&t, w, &n);
 	nd = za_engine_degraded(t.e, d, 64);
 	ck_assert_uint_gt(nd, 0);
 	ck_assert_uint_ge(d[0].nr_written, 4);
@@ -1444,22 +1458,11 @@ START_TEST(test_rebuild_last_stripe_dies)
 	struct rb_sync rs = { 0 };
 	uint64_t live[8] = { 0 };
 	struct za_seg_info si;
-	unsigned i, n = 0, x;
+	unsigned i, n = 0;
 	uint32_t last;
 
 	rng = 0x600065ull;
-	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
-	for (i = 0; i < 60; i++) {
-		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
-			break;
-		n++;
-	}
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	x = si.members[1];
-	za_engine_member_fail(t.e, x, -EIO);
-	t.states[x] = ZA_MEMBER_FAILED;
-	while (za_engine_busy(t.e))
-		za_io_run_once(t.io);
+	fail_after_writes(&t, w, &n);
 	ck_assert_uint_gt(za_engine_degraded(t.e, d, 64), 0);
 	ck_assert_uint_ge(d[0].nr_written, 4);
 	for (i = 0; i < d[0].nr_written; i++)
