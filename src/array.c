@@ -303,15 +303,53 @@ static int replacement_of(const struct za_array *a, unsigned i)
 }
 
 /*
+ * Stop the replace of member @o, draining for it: @o goes back into
+ * service, as md keeps the original device when its replacement fails or
+ * is removed, and the record is dropped; the columns the new member had
+ * taken are rebuilt from the others (it failed) or move off it like any
+ * draining member's (it is being removed). 0, or -EINVAL if @o is not
+ * draining.
+ */
+static int replace_stop(struct za_array *a, unsigned o, const char *why)
+{
+	unsigned r = a->sb->members[o].replacement;
+
+	if (za_engine_member_undrain(a->eng, o))
+		return -EINVAL;
+	a->states[o] = ZA_MEMBER_ONLINE;
+	a->sb->members[o].replacement = 0;
+	if (a->rb)
+		za_rebuild_set_dest(a->rb, o, -1);
+	za_log_warn("array %s: replace of member %u (%s) stopped: its "
+		    "replacement, member %u (%s), %s; member %u stays in "
+		    "service",
+		    a->sb->name, o, a->paths[o], r - 1, a->paths[r - 1], why,
+		    o);
+	return 0;
+}
+
+/* The member whose replace member @n is (draining for it), or -1. */
+static int replaced_by_member(const struct za_array *a, unsigned n)
+{
+	unsigned o;
+
+	for (o = 0; o < a->nr_members; o++)
+		if (a->states[o] == ZA_MEMBER_DRAINING &&
+		    replacement_of(a, o) == (int)n)
+			return (int)o;
+	return -1;
+}
+
+/*
  * A replace whose new drive left service (failed, or missing at assembly)
  * before it had all of OLD's columns: an OLD that was whole, draining
- * only for the replace, goes back into service, as md keeps the original
- * device when its replacement fails; the columns NEW had taken are lost
- * columns now, rebuilt from the others like any. (A failed OLD stays
- * failed: its columns are rebuilt onto any member.) True if any did.
+ * only for the replace, goes back into service (replace_stop()). (A
+ * failed OLD stays failed: its columns are rebuilt onto any member.) True
+ * if any did.
  */
 static bool replaces_abandon(struct za_array *a)
 {
+	char why[64];
 	bool any = false;
 	unsigned o, r;
 
@@ -319,19 +357,11 @@ static bool replaces_abandon(struct za_array *a)
 		r = a->sb->members[o].replacement;
 		if (!r || r - 1 >= a->nr_members || r - 1 == o ||
 		    a->states[o] != ZA_MEMBER_DRAINING ||
-		    a->states[r - 1] == ZA_MEMBER_ONLINE ||
-		    za_engine_member_undrain(a->eng, o))
+		    a->states[r - 1] == ZA_MEMBER_ONLINE)
 			continue;
-		a->states[o] = ZA_MEMBER_ONLINE;
-		a->sb->members[o].replacement = 0;
-		if (a->rb)
-			za_rebuild_set_dest(a->rb, o, -1);
-		za_log_warn("array %s: replace of member %u (%s) stopped: its "
-			    "replacement, member %u (%s), is %s; member %u "
-			    "stays in service",
-			    a->sb->name, o, a->paths[o], r - 1, a->paths[r - 1],
-			    za_member_state_str(a->states[r - 1]), o);
-		any = true;
+		snprintf(why, sizeof(why), "is %s",
+			 za_member_state_str(a->states[r - 1]));
+		any |= replace_stop(a, o, why) == 0;
 	}
 	return any;
 }
@@ -1627,19 +1657,21 @@ int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
 }
 
 /*
- * Can the @n members @idx stop taking new segments? Enough writable
- * members must remain for k+p, and they must hold the whole volume (not
- * only today's live data: the user may fill it at any time) with the
- * reserve garbage collection needs, the one the volume was sized with.
- * A drain that does not fit runs out of zones halfway (tools/zloop
- * --drain, seed 30110); refusing up front leaves the array as it was.
+ * Can the @n members @idx stop taking new segments, with the @nb members
+ * @back (old drives of replaces the removal stops) in service again?
+ * Enough writable members must remain for k+p, and they must hold the
+ * whole volume (not only today's live data: the user may fill it at any
+ * time) with the reserve garbage collection needs, the one the volume
+ * was sized with. A drain that does not fit runs out of zones halfway
+ * (tools/zloop --drain, seed 30110); refusing up front leaves the array
+ * as it was.
  */
 static int drain_check(struct za_array *a, const int *idx, unsigned n,
-		       char *err, size_t errlen)
+		       const int *back, unsigned nb, char *err, size_t errlen)
 {
 	unsigned w = (unsigned)a->sb->geom.k + a->sb->geom.p;
-	unsigned left = za_engine_nr_writable(a->eng);
-	bool gone[ZA_SB_MAX_MEMBERS] = { false };
+	unsigned left = za_engine_nr_writable(a->eng) + nb;
+	enum za_space_change change[ZA_SB_MAX_MEMBERS] = { ZA_SPACE_AS_IS };
 	uint64_t room, size;
 	unsigned i;
 
@@ -1655,8 +1687,10 @@ static int drain_check(struct za_array *a, const int *idx, unsigned n,
 		return 0;
 	assert(a->nr_members <= ZA_SB_MAX_MEMBERS);
 	for (i = 0; i < n; i++)
-		gone[idx[i]] = true;
-	room = za_volume_max_size_without(a->vol, gone);
+		change[idx[i]] = ZA_SPACE_GONE;
+	for (i = 0; i < nb; i++)
+		change[back[i]] = ZA_SPACE_BACK;
+	room = za_volume_max_size_if(a->vol, change);
 	size = za_volume_size(a->vol);
 	if (size > room) {
 		char b1[32], b2[32];
@@ -1686,9 +1720,9 @@ static int drain_start(struct za_array *a, unsigned idx)
 int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 		    char *err, size_t errlen)
 {
-	int idx[64];
-	unsigned i, j;
-	int ret;
+	int idx[64], back[64];
+	unsigned i, j, nb = 0;
+	int ret, o;
 
 	if (n > 64) {
 		seterr(err, errlen, "remove at most 64 drives at once");
@@ -1713,9 +1747,16 @@ int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 			return -EINVAL;
 		}
 	}
-	ret = drain_check(a, idx, n, err, errlen);
+	/* Removing the new drive of a replace stops the replace: the old
+	 * one stays (replace_stop()), and takes columns again. */
+	for (i = 0; i < n; i++)
+		if ((o = replaced_by_member(a, (unsigned)idx[i])) >= 0)
+			back[nb++] = o;
+	ret = drain_check(a, idx, n, back, nb, err, errlen);
 	if (ret)
 		return ret;
+	for (i = 0; i < nb; i++)
+		replace_stop(a, (unsigned)back[i], "is being removed");
 	for (i = 0; i < n; i++) {
 		drain_start(a, (unsigned)idx[i]);
 		za_log_info("array %s: member %u (%s) draining for removal",
@@ -1737,7 +1778,7 @@ int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 static int replace_check(struct za_array *a, unsigned o, const char *new_path,
 			 char *err, size_t errlen)
 {
-	bool gone[ZA_SB_MAX_MEMBERS] = { false };
+	enum za_space_change change[ZA_SB_MAX_MEMBERS] = { ZA_SPACE_AS_IS };
 	uint64_t room, size, need, have = 0;
 	char b1[32], b2[32], b3[32], b4[32];
 	struct za_zone *z;
@@ -1746,8 +1787,8 @@ static int replace_check(struct za_array *a, unsigned o, const char *new_path,
 
 	if (!a->vol)
 		return 0;
-	gone[o] = true;
-	room = za_volume_max_size_without(a->vol, gone);
+	change[o] = ZA_SPACE_GONE;
+	room = za_volume_max_size_if(a->vol, change);
 	size = za_volume_size(a->vol);
 	need = za_engine_member_data_bytes(a->eng, o);
 	if (size <= room || !need)

@@ -2377,20 +2377,28 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 			st->free_zones += e->m[i].free_zones;
 }
 
-/* Writable, and not one of the members a what-if leaves out (@gone). */
-static bool writable_but(const struct za_engine *e, unsigned i,
-			 const bool *gone)
+/* Writable once the what-if @change is made (za_engine_space_if). */
+static bool writable_if(const struct za_engine *e, unsigned i,
+			const enum za_space_change *change)
 {
-	return writable(&e->m[i]) && !(gone && gone[i]);
+	const struct member *m = &e->m[i];
+
+	if (change && change[i] == ZA_SPACE_GONE)
+		return false;
+	if (change && change[i] == ZA_SPACE_BACK)
+		return m->dev && (m->state == ZA_MEMBER_ONLINE ||
+				  m->state == ZA_MEMBER_DRAINING);
+	return writable(m);
 }
 
-static uint64_t min_zone_cap(const struct za_engine *e, const bool *gone)
+static uint64_t min_zone_cap(const struct za_engine *e,
+			     const enum za_space_change *change)
 {
 	uint64_t min = UINT64_MAX;
 	unsigned i;
 
 	for (i = 0; i < e->nr_members; i++)
-		if (writable_but(e, i, gone) && e->m[i].min_cap_bytes < min)
+		if (writable_if(e, i, change) && e->m[i].min_cap_bytes < min)
 			min = e->m[i].min_cap_bytes;
 	return min == UINT64_MAX ? 0 : min;
 }
@@ -2428,11 +2436,12 @@ static unsigned seg_width(const struct za_stripe_layout *l, unsigned n)
 }
 
 /*
- * One body for za_engine_space() (@gone NULL) and the what-if of
- * za_engine_space_without(), so that a drain is judged by exactly the
+ * One body for za_engine_space() (@change NULL) and the what-if of
+ * za_engine_space_if(), so that a drain is judged by exactly the
  * arithmetic the volume sizes itself with.
  */
-static void space_of(const struct za_engine *e, const bool *gone,
+static void space_of(const struct za_engine *e,
+		     const enum za_space_change *change,
 		     struct za_engine_space *sp)
 {
 	const struct za_stripe_layout *l = &e->streams[0].l;
@@ -2441,7 +2450,7 @@ static void space_of(const struct za_engine *e, const bool *gone,
 
 	memset(sp, 0, sizeof(*sp));
 	for (i = 0; i < e->nr_members; i++)
-		w += writable_but(e, i, gone);
+		w += writable_if(e, i, change);
 	fc = calloc(e->nr_members, sizeof(*fc));
 	tc = calloc(e->nr_members, sizeof(*tc));
 	if (!fc || !tc)
@@ -2449,7 +2458,7 @@ static void space_of(const struct za_engine *e, const bool *gone,
 	for (i = 0; i < e->nr_members; i++) {
 		const struct member *m = &e->m[i];
 
-		if (!writable_but(e, i, gone))
+		if (!writable_if(e, i, change))
 			continue;
 		fc[n] = m->free_zones;
 		tc[n] = m->data_zones;
@@ -2471,7 +2480,7 @@ static void space_of(const struct za_engine *e, const bool *gone,
 		sp->write_set_segs += i == 0 ? segs : segs ? 1 : 0;
 	}
 	sp->data_blocks_per_seg =
-		min_zone_cap(e, gone) / l->slot_bytes * l->data_blocks;
+		min_zone_cap(e, change) / l->slot_bytes * l->data_blocks;
 out:
 	free(fc);
 	free(tc);
@@ -2497,10 +2506,11 @@ void za_engine_space(const struct za_engine *e, struct za_engine_space *sp)
 	space_of(e, NULL, sp);
 }
 
-void za_engine_space_without(const struct za_engine *e, const bool *gone,
-			     struct za_engine_space *sp)
+void za_engine_space_if(const struct za_engine *e,
+			const enum za_space_change *change,
+			struct za_engine_space *sp)
 {
-	space_of(e, gone, sp);
+	space_of(e, change, sp);
 }
 
 uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)

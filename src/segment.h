@@ -358,14 +358,22 @@ void za_engine_space(const struct za_engine *e, struct za_engine_space *sp);
  * bad ones) member @idx has, by zone capacity; 0 if none are known (a
  * member missing since assembly). */
 uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx);
+/* What a what-if (za_engine_space_if) does to one member. */
+enum za_space_change {
+	ZA_SPACE_AS_IS = 0,
+	ZA_SPACE_GONE, /* not writable: drained away (zarray remove) */
+	ZA_SPACE_BACK, /* draining, back in service: writable (the old drive
+			* of a replace whose new one is removed) */
+};
 /*
- * The same numbers as if the members with @gone[i] set were not writable:
- * what the others would have once those are drained away. @gone has one
- * entry per member, indexed as za_engine_member_add() and the params
- * number them (the array's member indices).
+ * The same numbers as if each member @change[i] names were gone or back:
+ * what the writable members would have then. @change has one entry per
+ * member, indexed as za_engine_member_add() and the params number them
+ * (the array's member indices); NULL: as things are.
  */
-void za_engine_space_without(const struct za_engine *e, const bool *gone,
-			     struct za_engine_space *sp);
+void za_engine_space_if(const struct za_engine *e,
+			const enum za_space_change *change,
+			struct za_engine_space *sp);
 
 /*
  * Give a group's zones back (garbage collection has moved its live data):

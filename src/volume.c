@@ -813,16 +813,17 @@ uint64_t za_volume_default_size(const struct za_engine *e)
 }
 
 /*
- * za_volume_max_size()'s formula over the members left once @gone are
- * drained: every zone of the others, used or free, since the user may
- * fill the whole volume after the drain, less the same reserve.
+ * za_volume_max_size()'s formula over the members writable once @change
+ * is made: every zone of theirs, used or free, since the user may fill
+ * the whole volume after a drain, less the same reserve.
  */
-uint64_t za_volume_max_size_without(const struct za_volume *v, const bool *gone)
+uint64_t za_volume_max_size_if(const struct za_volume *v,
+			       const enum za_space_change *change)
 {
 	struct za_engine_space sp;
 	uint64_t reserve, a, b;
 
-	za_engine_space_without(v->eng, gone, &sp);
+	za_engine_space_if(v->eng, change, &sp);
 	a = sp.total_segs * 15 / 100;
 	b = 3 * gc_write_sets(&sp) + 2 + 1;
 	reserve = a > b ? a : b;
@@ -2538,7 +2539,7 @@ int za_volume_walk_live(struct za_volume *v,
  */
 uint64_t za_volume_max_size(const struct za_volume *v)
 {
-	return za_volume_max_size_without(v, NULL);
+	return za_volume_max_size_if(v, NULL);
 }
 
 /*

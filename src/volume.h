@@ -86,12 +86,12 @@ int za_volume_recover(struct za_volume *v);
  */
 uint64_t za_volume_default_size(const struct za_engine *e);
 /*
- * za_volume_max_size() as if the members with @gone[i] set (one entry per
- * member; NULL: none) were not writable: the largest volume the others
- * can hold once those are drained away (zarray remove).
+ * za_volume_max_size() as if the members @change names (one entry per
+ * member; NULL: none) were gone or back (za_engine_space_if): the largest
+ * volume the writable members could hold then (zarray remove, replace).
  */
-uint64_t za_volume_max_size_without(const struct za_volume *v,
-				    const bool *gone);
+uint64_t za_volume_max_size_if(const struct za_volume *v,
+			       const enum za_space_change *change);
 /* Nothing may be in flight (za_volume_busy). */
 void za_volume_free(struct za_volume *v);
 bool za_volume_busy(const struct za_volume *v);
