@@ -3904,14 +3904,19 @@ static void rb_commit(struct za_col_rebuild *cr)
  * After a committed move off a member still in service (a scrub repair,
  * a drain), its old zone is garbage: once the new copy is flushed, reset
  * it (resettable() says why a draining member's too). A lost member's
- * zones stay as they are: nothing reads them.
+ * zones stay as they are: nothing reads them. The new place need only be
+ * in service, not writable: one that started draining meanwhile (`zarray
+ * remove` of a replace's new drive, the old one back in service) holds
+ * the copy all the same, and an old zone kept on a member in service
+ * leaked, its stale slots still naming the segment for recovery to take
+ * up after the segment was released (test_move_dst_drained).
  */
 static void rb_after_commit(struct za_col_rebuild *cr)
 {
 	struct rb_priv *rp = cr->priv_eng;
 	struct member *old = &rp->e->m[rp->old_member];
 
-	if (cr->move && resettable(old) && writable(rp->dst) &&
+	if (cr->move && resettable(old) && readable(rp->dst) &&
 	    rp->old_member != cr->member) {
 		rb_fin_submit(cr, RB_STEP_FLUSH, rp->dst, ZA_DEV_OP_FLUSH, 0);
 		return;

@@ -1502,6 +1502,99 @@ START_TEST(test_rebuild_last_stripe_dies)
 }
 END_TEST
 
+/*
+ * A column moving off a member (draining: a replace) whose destination
+ * starts draining before the copy commits (`zarray remove NEW`), while
+ * the source is back in service (the replace stopped): once the copy
+ * commits, the source's old zone must be reset and free again, as after
+ * any move. It was kept whenever the destination was not writable: a
+ * zone leaked on a member in service, its stale slots still naming the
+ * segment, which recovery took up again after the segment was released
+ * and its other zones reused - torn-stripe completion then wrote into
+ * other segments' zones, and reads failed their checksums (tools/zloop
+ * seeds 7021 and 7033, with the fault loop's cancel).
+ */
+START_TEST(test_move_dst_drained)
+{
+	struct tarr t;
+	struct wrec w[60];
+	struct za_engine_degraded d[64];
+	struct za_col_rebuild cr = { 0 };
+	struct rb_sync rs = { .hold_after = 2 };
+	struct za_member_stats before, after;
+	uint64_t live[8] = { 0 };
+	struct za_seg_info si;
+	unsigned i, n = 0, x, y;
+	size_t nd;
+
+	rng = 0x5eedull;
+	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
+	for (i = 0; i < 60; i++) {
+		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
+			break;
+		n++;
+	}
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[1];
+	ck_assert_int_eq(za_engine_member_drain(t.e, x), 0);
+	t.states[x] = ZA_MEMBER_DRAINING;
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_engine_member_stats(t.e, x, &before);
+	nd = za_engine_degraded(t.e, d, 64);
+	ck_assert_uint_gt(nd, 0);
+	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
+		;
+	ck_assert_uint_lt(i, nd);
+	ck_assert_uint_ge(d[i].nr_written, 4);
+	for (unsigned s = 0; s < d[i].nr_written; s++)
+		live[s / 64] |= 1ull << (s % 64);
+	cr.seg_id = d[i].seg_id;
+	cr.col = 1;
+	cr.move = true;
+	cr.nr_stripes = d[i].nr_written;
+	cr.live = live;
+	cr.window = 1;
+	cr.may_start = rb_may;
+	cr.done = rb_done;
+	cr.priv = &rs;
+	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
+	y = cr.member;
+	for (i = 0; i < 1000 && rs.started < 2; i++)
+		za_io_run_once(t.io);
+	ck_assert(!rs.done);
+	/* The replace stops: x in service again, y drains. */
+	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
+	t.states[x] = ZA_MEMBER_ONLINE;
+	ck_assert_int_eq(za_engine_member_drain(t.e, y), 0);
+	t.states[y] = ZA_MEMBER_DRAINING;
+	rs.hold_after = 0;
+	za_engine_col_rebuild_kick(t.e, &cr);
+	while (!rs.done)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rs.result, 0);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
+	ck_assert_uint_eq(si.members[1], y);
+	za_engine_member_stats(t.e, x, &after);
+	ck_assert_msg(after.free_zones == before.free_zones + 1,
+		      "member %u: %llu free zones, %llu before the move", x,
+		      (unsigned long long)after.free_zones,
+		      (unsigned long long)before.free_zones);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_restart(&t);
+	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
+	ck_assert_uint_eq(si.members[1], y);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_free(&t);
+}
+END_TEST
+
 START_TEST(test_header_codec)
 {
 	uint8_t blk[4096] __attribute__((aligned(8)));
@@ -2115,6 +2208,7 @@ int main(void)
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
 	tcase_add_test(tc, test_rebuild_last_stripe_dies);
+	tcase_add_test(tc, test_move_dst_drained);
 	tcase_add_test(tc, test_rebuild_abort_before_start);
 	tcase_add_test(tc, test_drain);
 	tcase_add_loop_test(tc, test_rebuild_keeps_room, 0,
