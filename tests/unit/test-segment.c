@@ -1194,6 +1194,24 @@ static void rel_done(void *priv, int result)
 }
 
 /*
+ * Drain the member that holds column 1 of segment @seg_id; returns it
+ * once its groups' zones are finished.
+ */
+static unsigned drain_col1(struct tarr *t, uint64_t seg_id)
+{
+	struct za_seg_info si;
+	unsigned x;
+
+	ck_assert_int_eq(za_engine_seg_info(t->e, seg_id, &si), 0);
+	x = si.members[1];
+	ck_assert_int_eq(za_engine_member_drain(t->e, x), 0);
+	t->states[x] = ZA_MEMBER_DRAINING;
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	return x;
+}
+
+/*
  * A restart in the middle of a drain must not bring back a segment that
  * is gone. Drain a member X, then release (as GC does) a group with a
  * column on X: in variant 0 before the drain moved that column, in
@@ -1221,12 +1239,7 @@ START_TEST(test_drain_release_restart)
 		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
 		n++;
 	}
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	x = si.members[1];
-	ck_assert_int_eq(za_engine_member_drain(t.e, x), 0);
-	t.states[x] = ZA_MEMBER_DRAINING;
-	while (za_engine_busy(t.e))
-		za_io_run_once(t.io);
+	x = drain_col1(&t, w[0].seg_id);
 	if (_i == 1) {
 		ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
 		ck_assert_uint_eq(za_engine_member_refs(t.e, x), 0);
@@ -1375,6 +1388,34 @@ static unsigned fail_after_writes(struct tarr *t, struct wrec *w, unsigned *n)
 	return x;
 }
 
+/*
+ * Start column @col of @d's segment - rebuilt, or moved if @move - over
+ * every stripe written, all marked live in @live (zeroed), one stripe at
+ * a time (window 1), reporting to @rs; returns the member it goes to.
+ */
+static unsigned col_start(struct tarr *t, const struct za_engine_degraded *d,
+			  unsigned col, bool move, uint64_t *live,
+			  struct za_col_rebuild *cr, struct rb_sync *rs)
+{
+	uint32_t s;
+
+	ck_assert_uint_ge(d->nr_written, 4);
+	ck_assert_uint_le(d->nr_written, 512);
+	for (s = 0; s < d->nr_written; s++)
+		live[s / 64] |= 1ull << (s % 64);
+	cr->seg_id = d->seg_id;
+	cr->col = col;
+	cr->move = move;
+	cr->nr_stripes = d->nr_written;
+	cr->live = live;
+	cr->window = 1;
+	cr->may_start = rb_may;
+	cr->done = rb_done;
+	cr->priv = rs;
+	ck_assert_int_eq(za_engine_col_rebuild(t->e, cr), 0);
+	return cr->member;
+}
+
 START_TEST(test_rebuild_interrupted)
 {
 	struct tarr t;
@@ -1392,19 +1433,8 @@ START_TEST(test_rebuild_interrupted)
 	x = fail_after_writes(&t, w, &n);
 	nd = za_engine_degraded(t.e, d, 64);
 	ck_assert_uint_gt(nd, 0);
-	ck_assert_uint_ge(d[0].nr_written, 4);
-	for (i = 0; i < d[0].nr_written; i++)
-		live[i / 64] |= 1ull << (i % 64);
-	cr.seg_id = d[0].seg_id;
-	cr.col = (unsigned)__builtin_ctzll(d[0].todo);
-	cr.nr_stripes = d[0].nr_written;
-	cr.live = live;
-	cr.window = 1;
-	cr.may_start = rb_may;
-	cr.done = rb_done;
-	cr.priv = &rs;
-	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
-	y = cr.member;
+	y = col_start(&t, &d[0], (unsigned)__builtin_ctzll(d[0].todo), false,
+		      live, &cr, &rs);
 	for (i = 0; i < 1000 && cr.written_bytes < 2 * 4096 * 2; i++)
 		za_io_run_once(t.io);
 	ck_assert(!rs.done);
@@ -1464,19 +1494,9 @@ START_TEST(test_rebuild_last_stripe_dies)
 	rng = 0x600065ull;
 	fail_after_writes(&t, w, &n);
 	ck_assert_uint_gt(za_engine_degraded(t.e, d, 64), 0);
-	ck_assert_uint_ge(d[0].nr_written, 4);
-	for (i = 0; i < d[0].nr_written; i++)
-		live[i / 64] |= 1ull << (i % 64);
 	last = d[0].nr_written - 1;
-	cr.seg_id = d[0].seg_id;
-	cr.col = (unsigned)__builtin_ctzll(d[0].todo);
-	cr.nr_stripes = last + 1;
-	cr.live = live;
-	cr.window = 1;
-	cr.may_start = rb_may;
-	cr.done = rb_done;
-	cr.priv = &rs;
-	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
+	col_start(&t, &d[0], (unsigned)__builtin_ctzll(d[0].todo), false, live,
+		  &cr, &rs);
 	/* Overwritten meanwhile, before its turn comes (window 1). */
 	live[last / 64] &= ~(1ull << (last % 64));
 	while (!rs.done)
@@ -1534,32 +1554,14 @@ START_TEST(test_move_dst_drained)
 			break;
 		n++;
 	}
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	x = si.members[1];
-	ck_assert_int_eq(za_engine_member_drain(t.e, x), 0);
-	t.states[x] = ZA_MEMBER_DRAINING;
-	while (za_engine_busy(t.e))
-		za_io_run_once(t.io);
+	x = drain_col1(&t, w[0].seg_id);
 	za_engine_member_stats(t.e, x, &before);
 	nd = za_engine_degraded(t.e, d, 64);
 	ck_assert_uint_gt(nd, 0);
 	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
 		;
 	ck_assert_uint_lt(i, nd);
-	ck_assert_uint_ge(d[i].nr_written, 4);
-	for (unsigned s = 0; s < d[i].nr_written; s++)
-		live[s / 64] |= 1ull << (s % 64);
-	cr.seg_id = d[i].seg_id;
-	cr.col = 1;
-	cr.move = true;
-	cr.nr_stripes = d[i].nr_written;
-	cr.live = live;
-	cr.window = 1;
-	cr.may_start = rb_may;
-	cr.done = rb_done;
-	cr.priv = &rs;
-	ck_assert_int_eq(za_engine_col_rebuild(t.e, &cr), 0);
-	y = cr.member;
+	y = col_start(&t, &d[i], 1, true, live, &cr, &rs);
 	for (i = 0; i < 1000 && rs.started < 2; i++)
 		za_io_run_once(t.io);
 	ck_assert(!rs.done);
