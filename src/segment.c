@@ -3983,8 +3983,13 @@ static void rb_settle(struct za_col_rebuild *cr)
 	if (!rp->err && rp->written < cr->nr_stripes)
 		return;
 	rp->settling = true;
-	if (rp->err && writable(rp->dst) && rp->next_write) {
-		/* An unfinished copy is of no use: give the zone back. */
+	if (rp->err && readable(rp->dst) && rp->next_write) {
+		/*
+		 * An unfinished copy is of no use: give the zone back, on a
+		 * draining member too - kept, its slots would name the
+		 * segment after its release, and the member may come back
+		 * into service (a stopped replace's old drive).
+		 */
 		rb_fin_submit(cr, RB_STEP_RESET_DST, rp->dst, ZA_DEV_OP_RESET,
 			      cr->zone);
 		return;

@@ -1523,16 +1523,22 @@ START_TEST(test_rebuild_last_stripe_dies)
 END_TEST
 
 /*
- * A column moving off a member (draining: a replace) whose destination
- * starts draining before the copy commits (`zarray remove NEW`), while
- * the source is back in service (the replace stopped): once the copy
- * commits, the source's old zone must be reset and free again, as after
- * any move. It was kept whenever the destination was not writable: a
- * zone leaked on a member in service, its stale slots still naming the
- * segment, which recovery took up again after the segment was released
- * and its other zones reused - torn-stripe completion then wrote into
- * other segments' zones, and reads failed their checksums (tools/zloop
- * seeds 7021 and 7033, with the fault loop's cancel).
+ * Loop: a column moving off a member (draining: a replace) whose
+ * destination starts draining before the copy commits (`zarray remove
+ * NEW`), while the source is back in service (the replace stopped). _i
+ * 0: once the copy commits, the source's old zone must be reset and free
+ * again, as after any move. _i 1: the copy is aborted instead (a pause);
+ * its zone on the destination must be reset and free again, as for any
+ * unfinished copy - a draining member's partial copy was kept, and one
+ * taken back into service (the old drive of a stopped replace can be the
+ * destination of a column that moved before its replace began) kept
+ * slots naming a segment recovery could take up after its release.
+ * (_i 0: the old zone was kept whenever the destination was not
+ * writable: a zone leaked on a member in service, its stale slots still
+ * naming the segment, which recovery took up again after the segment was
+ * released and its other zones reused - torn-stripe completion then
+ * wrote into other segments' zones, and reads failed their checksums;
+ * tools/zloop seeds 7021 and 7033, with the fault loop's cancel.)
  */
 START_TEST(test_move_dst_drained)
 {
@@ -1541,7 +1547,7 @@ START_TEST(test_move_dst_drained)
 	struct za_engine_degraded d[64];
 	struct za_col_rebuild cr = { 0 };
 	struct rb_sync rs = { .hold_after = 2 };
-	struct za_member_stats before, after;
+	struct za_member_stats before, after, ybefore;
 	uint64_t live[8] = { 0 };
 	struct za_seg_info si;
 	unsigned i, n = 0, x, y;
@@ -1562,34 +1568,44 @@ START_TEST(test_move_dst_drained)
 		;
 	ck_assert_uint_lt(i, nd);
 	y = col_start(&t, &d[i], 1, true, live, &cr, &rs);
+	za_engine_member_stats(t.e, y, &ybefore); /* its zone taken */
 	for (i = 0; i < 1000 && rs.started < 2; i++)
 		za_io_run_once(t.io);
 	ck_assert(!rs.done);
+	ck_assert_uint_gt(cr.written_bytes, 0);
 	/* The replace stops: x in service again, y drains. */
 	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
 	t.states[x] = ZA_MEMBER_ONLINE;
 	ck_assert_int_eq(za_engine_member_drain(t.e, y), 0);
 	t.states[y] = ZA_MEMBER_DRAINING;
 	rs.hold_after = 0;
-	za_engine_col_rebuild_kick(t.e, &cr);
+	if (_i == 1)
+		za_engine_col_rebuild_abort(t.e, &cr);
+	else
+		za_engine_col_rebuild_kick(t.e, &cr);
 	while (!rs.done)
 		za_io_run_once(t.io);
-	ck_assert_int_eq(rs.result, 0);
+	ck_assert_int_eq(rs.result, _i == 1 ? -ECANCELED : 0);
 	while (za_engine_busy(t.e))
 		za_io_run_once(t.io);
 	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
-	ck_assert_uint_eq(si.members[1], y);
+	ck_assert_uint_eq(si.members[1], _i == 1 ? x : y);
 	za_engine_member_stats(t.e, x, &after);
-	ck_assert_msg(after.free_zones == before.free_zones + 1,
+	ck_assert_msg(after.free_zones == before.free_zones + (_i == 1 ? 0 : 1),
 		      "member %u: %llu free zones, %llu before the move", x,
 		      (unsigned long long)after.free_zones,
 		      (unsigned long long)before.free_zones);
+	za_engine_member_stats(t.e, y, &after);
+	ck_assert_msg(after.free_zones == ybefore.free_zones + (_i == 1),
+		      "member %u: %llu free zones, %llu with the copy's", y,
+		      (unsigned long long)after.free_zones,
+		      (unsigned long long)ybefore.free_zones);
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
 				 0);
 	tarr_restart(&t);
 	ck_assert_int_eq(za_engine_seg_info(t.e, cr.seg_id, &si), 0);
-	ck_assert_uint_eq(si.members[1], y);
+	ck_assert_uint_eq(si.members[1], _i == 1 ? x : y);
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
 				 0);
@@ -2210,7 +2226,7 @@ int main(void)
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
 	tcase_add_test(tc, test_rebuild_last_stripe_dies);
-	tcase_add_test(tc, test_move_dst_drained);
+	tcase_add_loop_test(tc, test_move_dst_drained, 0, 2);
 	tcase_add_test(tc, test_rebuild_abort_before_start);
 	tcase_add_test(tc, test_drain);
 	tcase_add_loop_test(tc, test_rebuild_keeps_room, 0,
