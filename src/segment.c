@@ -2386,8 +2386,7 @@ static bool writable_if(const struct za_engine *e, unsigned i,
 	if (change && change[i] == ZA_SPACE_GONE)
 		return false;
 	if (change && change[i] == ZA_SPACE_BACK)
-		return m->dev && (m->state == ZA_MEMBER_ONLINE ||
-				  m->state == ZA_MEMBER_DRAINING);
+		return readable(m); /* online, or draining and back */
 	return writable(m);
 }
 
