@@ -4005,7 +4005,12 @@ static void rb_settle(struct za_col_rebuild *cr)
 		rb_end(cr);
 		return;
 	}
-	if (writable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
+	/*
+	 * Finish the copy's zone on a draining member too: left open, it
+	 * held one of the drive's open zones, and the member may come back
+	 * into service (a stopped replace's old drive).
+	 */
+	if (readable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
 					 rp->dst->zcap[cr->zone]) {
 		rb_fin_submit(cr, RB_STEP_FINISH, rp->dst, ZA_DEV_OP_FINISH,
 			      cr->zone);

@@ -1600,6 +1600,18 @@ START_TEST(test_move_dst_drained)
 		      "member %u: %llu free zones, %llu with the copy's", y,
 		      (unsigned long long)after.free_zones,
 		      (unsigned long long)ybefore.free_zones);
+	if (_i == 0) {
+		/* The copy is finished: not left open on its way out. */
+		struct za_zone *z;
+		unsigned nz;
+
+		ck_assert_int_eq(za_dev_report_all(t.devs[y], &z, &nz), 0);
+		ck_assert_uint_lt(cr.zone, nz);
+		ck_assert_msg(z[cr.zone].cond == ZA_ZONE_COND_FULL,
+			      "member %u zone %u: %s after the copy", y,
+			      cr.zone, za_zone_cond_str(z[cr.zone].cond));
+		free(z);
+	}
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
 				 0);
