@@ -370,8 +370,14 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
 		free(c);
 		return -EALREADY;
 	}
+	/* The replace's new drive, while it is in service: one that failed
+	 * or is being removed itself takes no column, and asking for it
+	 * would only cost each column a refused try first. */
 	if (si.members[col] < ZA_SB_MAX_MEMBERS &&
-	    rb->dest[si.members[col]] >= 0) {
+	    rb->dest[si.members[col]] >= 0 &&
+	    za_engine_member_state(rb->p.eng,
+				   (unsigned)rb->dest[si.members[col]]) ==
+		    ZA_MEMBER_ONLINE) {
 		c->cr.want_dst = true;
 		c->cr.dst_member = (unsigned)rb->dest[si.members[col]];
 	}
