@@ -110,6 +110,7 @@ struct za_daemon {
 	struct d_waiter *shutdown_waiters;
 	ev_timer watch_timer;
 	double watch_interval_s;
+	bool nbd_rx_thread;
 	ev_timer save_timer; /* records with a scrub position to write */
 	struct za_io_defer drain;
 	bool drain_queued;
@@ -973,6 +974,7 @@ static int export_start(struct za_daemon *d, struct d_array *e, const char *tcp,
 		xp.description = desc;
 		xp.unix_path = path;
 		xp.unix_mode = 0660;
+		xp.rx_thread = d->nbd_rx_thread;
 		xp.unix_gid = d->gid;
 		ret = za_export_new(d->io, vol, &xp, &e->exp);
 		if (ret < 0) {
@@ -2253,6 +2255,7 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 	d->sock_lock_fd = d->state_lock_fd = -1;
 	d->watch_interval_s = p->watch_interval_s > 0 ? p->watch_interval_s :
 							1.0;
+	d->nbd_rx_thread = p->nbd_rx_thread;
 	d->drain.fn = drain_cb;
 	ev_init(&d->watch_timer, watch_tick_cb);
 	d->watch_timer.data = d;

@@ -32,6 +32,9 @@ struct za_daemon_params {
 	unsigned max_conns; /* 0: the rpc default */
 	double conn_timeout_s; /* 0: the rpc default */
 	double watch_interval_s; /* 0: 1 s */
+	/* Exports read large writes on a thread per connection
+	 * (za_nbd_params.rx_thread). */
+	bool nbd_rx_thread;
 };
 
 /*

@@ -351,6 +351,7 @@ int za_export_new(struct za_io *io, struct za_volume *vol,
 	np.export_name = p->name;
 	np.description = p->description;
 	np.req_priv_bytes = sizeof(struct x_req);
+	np.rx_thread = p->rx_thread;
 	ret = za_nbd_server_new(io, &np, &x_ops, x, &x->srv);
 	if (ret < 0)
 		goto err_name;

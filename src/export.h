@@ -38,6 +38,7 @@ struct za_export_params {
 	const char *unix_path; /* the socket; required */
 	mode_t unix_mode;
 	gid_t unix_gid; /* (gid_t)-1: keep the daemon's group */
+	bool rx_thread; /* za_nbd_params.rx_thread */
 };
 
 /*

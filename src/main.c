@@ -76,6 +76,9 @@ static void usage(FILE *f)
 		"      --poll-us N     poll for N microseconds after work before "
 		"sleeping\n"
 		"                      (default %u; 0: sleep at once)\n"
+		"      --rx-thread     NBD exports: read large writes on a "
+		"thread per\n"
+		"                      connection, not on the event loop\n"
 		"      --fault-injection  testing only: zarray debug inject\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this help\n"
@@ -171,7 +174,8 @@ int main(int argc, char **argv)
 		O_FAULT_INJECTION,
 		O_REBUILD,
 		O_MAX_READ_ERRORS,
-		O_POLL_US
+		O_POLL_US,
+		O_RX_THREAD
 	};
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
@@ -184,6 +188,7 @@ int main(int argc, char **argv)
 		{ "max-read-errors", required_argument, NULL,
 		  O_MAX_READ_ERRORS },
 		{ "poll-us", required_argument, NULL, O_POLL_US },
+		{ "rx-thread", no_argument, NULL, O_RX_THREAD },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -269,6 +274,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case O_RX_THREAD:
+			p.nbd_rx_thread = true;
+			break;
 		case 'V':
 			printf("zarrayd %s\n", PACKAGE_VERSION);
 			return 0;

@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * nbd-rx.c - a receive thread for one NBD connection (see nbd-rx.h).
+ * nbd-rx.c - a receive ring for one NBD connection (see nbd-rx.h),
+ * filled by the loop or by a thread.
+ *
+ * Pulled (the default), there is no thread: a read that lacks bytes
+ * recv()s what the socket holds into the ring's free room, and a large
+ * payload the ring does not hold is read straight into its buffer. The
+ * rest of this comment is about the thread (zarrayd --rx-thread).
  *
  * Why a thread: the loop parses, maps and stripes what it reads, and a
  * 1 MiB WRITE keeps it away from the socket for a fraction of a
@@ -31,6 +37,8 @@
  * Everything shared is under one mutex, the only lock; the thread does
  * its recv() and waits for input (poll()) outside it. It never parses,
  * allocates or touches the connection: nbd.c reads as if from recv().
+ * A pulled ring takes the same lock (uncontended but for a kept
+ * payload's release) so that both kinds share every path but the read.
  */
 #include <assert.h>
 #include <errno.h>
@@ -78,6 +86,8 @@ struct za_nbd_rx {
 	uint8_t *ring;
 	size_t cap;
 	bool ring_reused; /* set at start */
+	bool pull; /* no thread: the loop reads the socket into the ring */
+	bool blocked; /* pull: no room for input until a hold goes */
 	uint64_t head, tail, free_pos;
 	bool stop, end;
 	bool polling; /* the thread waits in poll() for the socket */
@@ -105,6 +115,10 @@ static void rx_update_free(struct za_nbd_rx *rx)
 	if (f != rx->free_pos) {
 		rx->free_pos = f;
 		pthread_cond_signal(&rx->cond); /* room in the ring */
+		if (rx->blocked) {
+			rx->blocked = false;
+			ev_async_send(rx->loop, &rx->w);
+		}
 	}
 }
 
@@ -140,6 +154,40 @@ static void rx_fill_target(struct za_nbd_rx *rx)
 static bool rx_target_in_ring(const struct za_nbd_rx *rx)
 {
 	return rx->t_ptr && rx->t_done < rx->t_len && rx->head != rx->tail;
+}
+
+/*
+ * Pull mode, loop thread, under lock: read what the socket holds into the
+ * ring's free room until it holds @need bytes. The room is contiguous
+ * from head on (the ring is mapped twice). Keeping leaves room for any
+ * payload peeked whole (za_nbd_rx_keep()'s reserve), and the loop pulls
+ * only when it lacks bytes, so a read that needs room finds some.
+ */
+static void rx_pull(struct za_nbd_rx *rx, size_t need)
+{
+	while (!rx->end && rx->head - rx->tail < need) {
+		size_t room = rx->cap - (size_t)(rx->head - rx->free_pos);
+		ssize_t n;
+
+		if (!room) {
+			rx->blocked = true;
+			return;
+		}
+		n = recv(rx->fd, rx->ring + rx->head % rx->cap, room,
+			 MSG_DONTWAIT);
+		if (n > 0) {
+			rx->head += (uint64_t)n;
+		} else if (n == 0) {
+			rx->end = true;
+		} else if (errno == EINTR) {
+			continue;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			return;
+		} else {
+			rx->err = errno;
+			rx->end = true;
+		}
+	}
 }
 
 static void *rx_main(void *arg)
@@ -312,7 +360,7 @@ out:
 	return ret;
 }
 
-int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
+int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes, bool pull,
 		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out)
 {
 	struct za_nbd_rx *rx = calloc(1, sizeof(*rx));
@@ -336,6 +384,11 @@ int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
 	ev_async_init(&rx->w, rx_async_cb);
 	rx->w.data = rx;
 	ev_async_start(loop, &rx->w);
+	if (pull) {
+		rx->pull = true;
+		*out = rx;
+		return 0;
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, RX_STACK_BYTES);
 	/* Signals are for the loop's thread. */
@@ -359,6 +412,11 @@ err_free:
 	return ret;
 }
 
+bool za_nbd_rx_pulls(const struct za_nbd_rx *rx)
+{
+	return rx->pull;
+}
+
 bool za_nbd_rx_ring_reused(const struct za_nbd_rx *rx)
 {
 	return rx->ring_reused;
@@ -379,7 +437,33 @@ ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len, bool direct)
 		return 0;
 	pthread_mutex_lock(&rx->lock);
 	rx->want = 1;
-	if (rx->t_ptr) {
+	if (rx->pull) {
+		/* No targets: the ring's bytes, else the socket's. */
+		if (rx->head == rx->tail && !rx->end) {
+			if (direct && len >= RX_DIRECT_MIN) {
+				/* A large payload: straight into its buffer. */
+				pthread_mutex_unlock(&rx->lock);
+				ret = recv(rx->fd, dst, len, MSG_DONTWAIT);
+				if (ret < 0)
+					ret = -errno;
+				if (ret == 0 ||
+				    (ret < 0 && ret != -EAGAIN &&
+				     ret != -EWOULDBLOCK && ret != -EINTR)) {
+					pthread_mutex_lock(&rx->lock);
+					rx->end = true;
+					rx->err = (int)-ret;
+					pthread_mutex_unlock(&rx->lock);
+				}
+				return ret;
+			}
+			rx_pull(rx, 1);
+		}
+		k = rx_take_ring(rx, dst, len);
+		if (k) {
+			ret = (ssize_t)k;
+			goto out;
+		}
+	} else if (rx->t_ptr) {
 		/* Only the target's own bytes come before the ring's now. */
 		assert((uint8_t *)dst == rx->t_ptr + rx->t_taken);
 		if (rx->end)
@@ -437,6 +521,8 @@ ssize_t za_nbd_rx_peek(struct za_nbd_rx *rx, size_t len, const void **p)
 	pthread_mutex_lock(&rx->lock);
 	assert(!rx->t_ptr);
 	rx->want = 1;
+	if (rx->pull)
+		rx_pull(rx, len);
 	if (rx->head - rx->tail >= len) {
 		*p = rx->ring + rx->tail % rx->cap;
 		ret = (ssize_t)len;
@@ -544,9 +630,12 @@ void za_nbd_rx_stop(struct za_nbd_rx *rx)
 	rx->stop = true;
 	pthread_cond_signal(&rx->cond);
 	pthread_mutex_unlock(&rx->lock);
-	/* Wakes a poll() or recv() on the socket; we read it no more. */
-	shutdown(rx->fd, SHUT_RD);
-	pthread_join(rx->th, NULL);
+	if (!rx->pull) {
+		/* Wakes a poll() or recv() on the socket; we read it no
+		 * more. */
+		shutdown(rx->fd, SHUT_RD);
+		pthread_join(rx->th, NULL);
+	}
 	ev_async_stop(rx->loop, &rx->w);
 	/* No thread now: the holds are the loop's alone. */
 	if (rx->h_first != rx->h_next) {

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * nbd-rx.h - a receive thread for one NBD connection.
+ * nbd-rx.h - a receive ring for one NBD connection, filled by the loop
+ * (pull) or by a thread of its own.
  *
- * The thread reads the socket into a ring while the loop is busy with
- * what it read before, so that a client whose socket buffer is small
- * (Unix sockets: about 200 KiB) keeps sending instead of waiting for the
- * loop to come back to recv() (docs/design.md 8.6). The loop takes the
+ * Pulled, the ring takes whatever the socket holds whenever the loop
+ * lacks bytes: one recv() of up to the ring's free room instead of one
+ * per header and payload. With a thread, the thread reads the socket
+ * into the ring while the loop is busy with what it read before, so that
+ * a client whose socket buffer is small (Unix sockets: about 200 KiB)
+ * keeps sending instead of waiting for the loop to come back to recv();
+ * on two cores the extra thread cost more than it overlapped
+ * (docs/design.md 7 and 8.6), hence the default. The loop takes the
  * bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
  * may be read by the thread straight into its buffer, and one the ring
  * holds whole may be used in place (za_nbd_rx_peek()), even after the
@@ -23,14 +28,20 @@ struct ev_loop;
 struct za_nbd_rx;
 
 /*
- * Start a receive thread on @fd (a connected stream socket; the caller
- * reads it no more). @wake runs on @loop's thread when input or the end
- * of input arrives; it may call za_nbd_rx_recv(). @ring_bytes is the most
- * the thread reads ahead, a multiple of the page size. Returns 0 or
- * -errno (no thread: the caller goes on reading @fd itself).
+ * Start a receive ring on @fd (a connected stream socket; the caller
+ * reads it no more). With @pull the loop's own calls below read @fd
+ * (non-blocking) when the ring lacks bytes, and the caller watches @fd
+ * for input while za_nbd_rx_starved() is false; @wake runs only when a
+ * kept payload let go of makes room that such a read found missing.
+ * Without, a thread reads @fd, and @wake runs on @loop's thread when
+ * input or the end of input arrives. @wake may call za_nbd_rx_recv().
+ * @ring_bytes is the most read ahead, a multiple of the page size.
+ * Returns 0 or -errno (no ring: the caller goes on reading @fd itself).
  */
-int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes,
+int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes, bool pull,
 		    void (*wake)(void *arg), void *arg, struct za_nbd_rx **out);
+/* Does the loop read @rx's socket itself (no thread)? */
+bool za_nbd_rx_pulls(const struct za_nbd_rx *rx);
 /*
  * Did @rx's ring come from a connection that ended (its pages touched
  * already)? The ring of the last connection to end is kept for the next
@@ -71,10 +82,11 @@ void za_nbd_rx_skip(struct za_nbd_rx *rx, size_t len);
 struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
 				  size_t reserve);
 /*
- * Loop thread, from @wake: is the ring full, with payloads kept? Then
- * nothing more comes in until some are let go: a holder that waits for
- * more input before it lets go must be asked to copy them now. (The
- * thread wakes the loop whenever it finds it so.)
+ * Loop thread: is the ring full, with payloads kept? Then nothing more
+ * comes in until some are let go: a holder that waits for more input
+ * before it lets go must be asked to copy them now. (The thread wakes
+ * the loop whenever it finds it so; a pulled ring is found so by the
+ * read that needed room, which then returned -EAGAIN.)
  */
 bool za_nbd_rx_starved(struct za_nbd_rx *rx);
 /*
@@ -84,9 +96,10 @@ bool za_nbd_rx_starved(struct za_nbd_rx *rx);
  */
 bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need);
 /*
- * Loop thread: stop and join the thread (it shuts the socket's receive
- * side down to wake it), and free everything - the ring only once the
- * last za_nbd_rx_keep() reference is dropped. The socket stays open.
+ * Loop thread: stop and join the thread if there is one (it shuts the
+ * socket's receive side down to wake it), and free everything - the ring
+ * only once the last za_nbd_rx_keep() reference is dropped. The socket
+ * stays open.
  */
 void za_nbd_rx_stop(struct za_nbd_rx *rx);
 #endif /* ZA_NBD_RX_H */

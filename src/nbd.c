@@ -6,11 +6,12 @@
  * Each connection reads through a small input buffer into a state machine
  * (client flags, option header, option body, request header, write
  * payload, discarded payload); large payloads are read straight into the
- * request's buffer. From a connection's first large WRITE on, a receive
- * thread reads the socket ahead of the loop (nbd-rx.c) and the loop takes
- * its input from there, in the same state machine; a WRITE payload that
- * its ring holds whole goes to the backend in place when the backend says
- * it takes payloads at once (write_copies), else into a request buffer.
+ * request's buffer. From a connection's first large WRITE on, its input
+ * goes through a receive ring (nbd-rx.c), filled by the loop as it reads
+ * or, with rx_thread, by a thread reading ahead, and the loop takes it
+ * from there in the same state machine; a WRITE payload that the ring
+ * holds whole goes to the backend in place when the backend says it
+ * takes payloads at once (write_copies), else into a request buffer.
  * Every length a client sends is checked before anything is allocated
  * for it: option bodies are capped at ZA_NBD_MAX_OPT_BYTES, export names
  * at ZA_NBD_MAX_NAME_BYTES, payloads at the maximum payload. Refused
@@ -120,7 +121,7 @@
 /* ---- limits of this implementation ---- */
 
 #define NBD_IBUF_BYTES (64u << 10)
-/* What a connection's receive thread reads ahead of the loop, payloads
+/* What a connection's receive ring holds ahead of the loop, payloads
  * kept for their stripes included; WRITE payloads up to 2 MiB are used
  * in place from the ring (larger ones go straight to their buffers). */
 #define NBD_RX_RING_BYTES (16u << 20)
@@ -274,6 +275,7 @@ struct za_nbd_server {
 	uint64_t max_inflight_bytes;
 	unsigned max_inflight_reqs;
 	uint32_t rx_min_payload;
+	bool rx_thread;
 	size_t priv_bytes;
 
 	struct nbd_listener **ls;
@@ -701,14 +703,15 @@ static void conn_start_transmission(struct za_nbd_conn *c, uint64_t size)
 static void conn_rx_wake(void *arg);
 
 /*
- * A connection's first large WRITE gives it a receive thread, which reads
- * the socket ahead of the loop from then on. Only then: with small
- * requests the hand-off between the thread and the loop costs more than
- * the overlap gains (random 4 KiB writes: 255-285 MB/s with a thread,
- * 340-400 without; 1 MiB writes: 1.6-1.8 GB/s with, 1.0-1.25 without;
- * docs/design.md 8.6), and a connection stuck in its handshake or
- * sending small requests costs no thread. Without one (pthread_create
- * failed) the loop goes on reading the socket itself.
+ * A connection's first large WRITE gives it a receive ring, filled by the
+ * loop or (rx_thread) by a thread reading ahead; payloads are used and
+ * kept in place there. Only then: with small requests a thread's
+ * hand-offs cost more than its overlap gained (random 4 KiB writes:
+ * 255-285 MB/s with one, 340-400 without), and a connection stuck in its
+ * handshake or sending small requests costs no ring. The loop fills it
+ * by default: on two cores 1 MiB writes ran 10-13% faster that way than
+ * with the thread (docs/design.md 7, 8.6). Without a ring (no memory,
+ * or pthread_create failed) the loop goes on reading the socket itself.
  */
 static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 {
@@ -718,14 +721,14 @@ static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 		return;
 	c->rx_tried = true;
 	ret = za_nbd_rx_start(c->s->loop, c->fd, NBD_RX_RING_BYTES,
-			      conn_rx_wake, c, &c->rx);
+			      !c->s->rx_thread, conn_rx_wake, c, &c->rx);
 	if (ret == 0) {
-		c->s->st.rx_threads++;
+		c->s->st.rx_rings++;
 		c->s->st.rx_rings_reused += za_nbd_rx_ring_reused(c->rx);
 	}
 	if (ret < 0) {
 		c->rx = NULL;
-		za_log_warn("nbd %s: connection %u: no receive thread (%s); "
+		za_log_warn("nbd %s: connection %u: no receive ring (%s); "
 			    "reading on the loop",
 			    c->s->name, c->id, strerror(-ret));
 	}
@@ -1149,7 +1152,7 @@ static void got_ibuf_payload(struct za_nbd_conn *c)
 
 /*
  * Can @c's next WRITE payload of @len bytes be used in place in the
- * receive ring? Only when the thread runs, nothing of it sits in the
+ * receive ring? Only with a ring, nothing of it sits in the
  * input buffer, it fits, and the backend can take payloads that way.
  */
 static bool conn_ring_ok(const struct za_nbd_conn *c, uint32_t len)
@@ -1296,7 +1299,7 @@ static void conn_eof(struct za_nbd_conn *c)
 	conn_maybe_finish(c);
 }
 
-/* recv() from the socket or the receive thread: bytes, 0 (EOF), -errno. */
+/* recv() from the socket or the receive ring: bytes, 0 (EOF), -errno. */
 static ssize_t conn_recv(struct za_nbd_conn *c, void *dst, size_t len,
 			 bool direct)
 {
@@ -1312,6 +1315,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct za_nbd_conn *c = w->data;
 	unsigned budget = NBD_READ_BUDGET;
+	bool let_go = false;
 	ssize_t n;
 
 	(void)revents;
@@ -1354,6 +1358,15 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (n == -EINTR)
 			continue;
+		if ((n == -EAGAIN || n == -EWOULDBLOCK) && c->rx &&
+		    za_nbd_rx_pulls(c->rx) && !let_go &&
+		    za_nbd_rx_starved(c->rx) && c->s->ops->let_go) {
+			/* Kept payloads fill the ring: the open stripe lets
+			 * go of its own; submitted ones wake us when done. */
+			let_go = true;
+			c->s->ops->let_go(c->s->be);
+			continue;
+		}
 		if (n == -EAGAIN || n == -EWOULDBLOCK)
 			break;
 		za_log_warn("nbd %s: connection %u: recv: %s; closing it",
@@ -1374,7 +1387,8 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	conn_put(c);
 }
 
-/* Input from the receive thread (loop thread, through its ev_async). */
+/* Input from the receive thread, or room in a pulled ring (loop thread,
+ * through its ev_async). */
 static void conn_rx_wake(void *arg)
 {
 	struct za_nbd_conn *c = arg;
@@ -1532,7 +1546,20 @@ static void conn_update(struct za_nbd_conn *c)
 	want_r = conn_want_read(c);
 	/* Pending output is written by conn_kick(); ww only on EAGAIN. */
 	want_w = conn_has_output(c) && !c->dirty;
-	if (c->rx) {
+	if (c->rx && za_nbd_rx_pulls(c->rx)) {
+		/* The loop reads the socket into the ring: what the ring
+		 * holds will not make the socket readable. */
+		bool sock = want_r && !za_nbd_rx_starved(c->rx);
+
+		if (sock && !ev_is_active(&c->rw))
+			ev_io_start(loop, &c->rw);
+		else if (!sock && ev_is_active(&c->rw))
+			ev_io_stop(loop, &c->rw);
+		if (want_r &&
+		    (c->ipos < c->ilen ||
+		     za_nbd_rx_ready(c->rx, c->rd == RD_RING ? c->rd_need : 1)))
+			ev_feed_event(loop, &c->rw, EV_READ);
+	} else if (c->rx) {
 		/* The thread reads the socket; input waiting is run here. */
 		if (ev_is_active(&c->rw))
 			ev_io_stop(loop, &c->rw);
@@ -1989,6 +2016,7 @@ int za_nbd_server_new(struct za_io *io, const struct za_nbd_params *p,
 	s->rx_min_payload = p->rx_min_payload_bytes ?
 				    p->rx_min_payload_bytes :
 				    ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES;
+	s->rx_thread = p->rx_thread;
 	s->priv_bytes = p->req_priv_bytes;
 	s->refs = 1;
 	ev_init(&s->accept_retry, accept_retry_cb);

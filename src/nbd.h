@@ -111,9 +111,11 @@ struct za_nbd_params {
 	unsigned max_inflight_reqs;
 	/* Bytes the backend may use per request (za_nbd_req_priv()). */
 	size_t req_priv_bytes;
-	/* A connection's first WRITE this large starts its receive thread
+	/* A connection's first WRITE this large gives it a receive ring
 	 * (nbd-rx.h). 0: ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES. */
 	uint32_t rx_min_payload_bytes;
+	/* The ring filled by a thread of its own, not by the loop. */
+	bool rx_thread;
 };
 
 /* Indexes of za_nbd_stats.cmds: the NBD command numbers, then the rest. */
@@ -139,12 +141,13 @@ struct za_nbd_stats {
 	uint64_t errors; /* replies with a nonzero error */
 	uint64_t read_bytes, write_bytes, trim_bytes, zero_bytes; /* done */
 	uint64_t inflight; /* commands between header and reply, now */
-	uint64_t rx_threads; /* receive threads started (nbd-rx.h) */
+	uint64_t rx_rings; /* receive rings started (nbd-rx.h), filled by
+				the loop or by a thread of their own */
 	uint64_t rx_rings_reused; /* of those, with a ring kept from before */
 	uint64_t rx_in_place; /* WRITE payloads handed over in the ring */
 	uint64_t rx_kept; /* of those, kept there by the backend */
 	uint64_t ibuf_in_place; /* WRITE payloads handed over in the input
-				   buffer (no receive thread) */
+				   buffer (no receive ring) */
 };
 
 /*

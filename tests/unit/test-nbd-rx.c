@@ -29,6 +29,7 @@
 struct rig {
 	struct za_io *io;
 	struct za_nbd_rx *rx;
+	bool pull; /* no thread: reads pull from the socket */
 	int fd[2]; /* [0] the server's end, [1] the client's */
 	bool woken;
 	unsigned wakes;
@@ -48,9 +49,10 @@ static void nonblock(int fd)
 			 0);
 }
 
-static void rig_start(struct rig *g, size_t ring, int sndbuf)
+static void rig_start(struct rig *g, size_t ring, int sndbuf, bool pull)
 {
 	memset(g, 0, sizeof(*g));
+	g->pull = pull;
 	ck_assert_int_eq(za_io_new(NULL, &g->io), 0);
 	ck_assert_int_eq(
 		socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g->fd), 0);
@@ -60,7 +62,7 @@ static void rig_start(struct rig *g, size_t ring, int sndbuf)
 		setsockopt(g->fd[1], SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			   sizeof(sndbuf));
 	ck_assert_int_eq(za_nbd_rx_start(za_io_loop(g->io), g->fd[0], ring,
-					 wake, g, &g->rx),
+					 pull, wake, g, &g->rx),
 			 0);
 }
 
@@ -73,10 +75,13 @@ static void rig_stop(struct rig *g)
 	za_io_free(g->io);
 }
 
-/* Wait (at most @ms) for the thread to say something. */
+/* Wait (at most @ms) for the thread to say something. Without one the
+ * next read pulls what the socket holds: a millisecond is enough. */
 static void rig_wait(struct rig *g, unsigned ms)
 {
 	g->woken = false;
+	if (g->pull && ms > 1)
+		ms = 1;
 	za_io_run_until(g->io, &g->woken, (uint64_t)ms * 1000000ull);
 }
 
@@ -164,7 +169,7 @@ START_TEST(test_stream_in_order)
 	unsigned seed = 1234 + (unsigned)_i, waits = 0;
 
 	ck_assert_ptr_nonnull(src);
-	rig_start(&g, shapes[_i].ring, shapes[_i].sndbuf);
+	rig_start(&g, shapes[_i / 2].ring, shapes[_i / 2].sndbuf, _i % 2);
 	while (got < total) {
 		/* Send a random piece, as much as the socket takes. */
 		if (sent < total) {
@@ -250,7 +255,7 @@ START_TEST(test_stream_in_order)
 		ck_assert_int_eq(n, 0);
 	}
 	ck_assert(za_nbd_rx_ready(g.rx, 1));
-	ck_assert_uint_gt(g.wakes, 0);
+	ck_assert(g.pull || g.wakes > 0);
 	rig_stop(&g);
 	free(src);
 }
@@ -264,7 +269,7 @@ START_TEST(test_end_after_bytes)
 	uint8_t buf[100], big[70000];
 	ssize_t n;
 
-	rig_start(&g, 4096, 0);
+	rig_start(&g, 4096, 0, _i);
 	memset(big, 0x5a, sizeof(big));
 	ck_assert_int_eq(send(g.fd[1], "hello", 5, MSG_NOSIGNAL), 5);
 	close(g.fd[1]);
@@ -290,14 +295,14 @@ START_TEST(test_stop_anywhere)
 	ssize_t n;
 
 	/* Waiting for input. */
-	rig_start(&g, 65536, 0);
+	rig_start(&g, 65536, 0, false);
 	rig_wait(&g, 10);
 	ck_assert_int_eq(za_nbd_rx_recv(g.rx, big, 10, false), -EAGAIN);
 	rig_stop(&g);
 
 	/* A target lent and partly filled (from another buffer: the lent
 	 * one is the thread's until it is accounted for). */
-	rig_start(&g, 65536, 0);
+	rig_start(&g, 65536, 0, false);
 	ck_assert_int_eq(za_nbd_rx_recv(g.rx, big, sizeof(big), true), -EAGAIN);
 	ck_assert_int_eq(send(g.fd[1], other, 100000, MSG_NOSIGNAL), 100000);
 	for (n = 0; n < 100000;) {
@@ -312,7 +317,7 @@ START_TEST(test_stop_anywhere)
 	rig_stop(&g);
 
 	/* A full ring, the client blocked behind it. */
-	rig_start(&g, 4096, 0);
+	rig_start(&g, 4096, 0, false);
 	while (send(g.fd[1], big, sizeof(big), MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
 		;
 	rig_wait(&g, 10);
@@ -363,7 +368,7 @@ static const void *next_payload(struct rig *g, size_t ring, uint64_t total,
 
 START_TEST(test_peek_in_place)
 {
-	const size_t total = 8u << 20, ring = peek_rings[_i];
+	const size_t total = 8u << 20, ring = peek_rings[_i / 2];
 	struct rig g;
 	uint8_t *src = malloc(1u << 20);
 	uint64_t sent = 0, got = 0;
@@ -371,7 +376,7 @@ START_TEST(test_peek_in_place)
 	size_t want = 0; /* 0: a header next */
 
 	ck_assert_ptr_nonnull(src);
-	rig_start(&g, ring, 0);
+	rig_start(&g, ring, 0, _i % 2);
 	while (got < total) {
 		const void *p;
 
@@ -416,7 +421,7 @@ static void kept_drop(struct kept *k, unsigned *nr, unsigned i)
 START_TEST(test_keep_in_place)
 {
 	/* Enough half-ring payloads for the largest ring too. */
-	const size_t ring = peek_rings[_i],
+	const size_t ring = peek_rings[_i / 2],
 		     total = ring < (1u << 20) ? 8u << 20 : 16 * ring;
 	struct rig g;
 	uint8_t *src = malloc(1u << 20);
@@ -426,7 +431,7 @@ START_TEST(test_keep_in_place)
 	size_t want = 0;
 
 	ck_assert_ptr_nonnull(src);
-	rig_start(&g, ring, 0);
+	rig_start(&g, ring, 0, _i % 2);
 	while (got < total) {
 		struct za_payload *pl;
 		const void *p;
@@ -514,17 +519,18 @@ static const void *pump(struct rig *g, size_t ring, uint64_t total,
  */
 START_TEST(test_ring_kept_for_next)
 {
-	const size_t ring = peek_rings[_i];
+	const size_t ring = peek_rings[_i / 2];
+	const bool pull = _i % 2;
 	const uint64_t total = 3 * (uint64_t)ring;
 	const void *first_a, *first_b, *first_c;
 	struct kept k = { 0 };
 	struct rig g;
 
-	rig_start(&g, ring, 0);
+	rig_start(&g, ring, 0, pull);
 	first_a = pump(&g, ring, total, 11 + (unsigned)_i, &k);
 	rig_stop(&g); /* k keeps the ring */
 
-	rig_start(&g, ring, 0);
+	rig_start(&g, ring, 0, pull);
 	first_b = pump(&g, ring, total, 22 + (unsigned)_i, NULL);
 	ck_assert_ptr_ne(first_b, first_a);
 	/* (A spare left by an earlier test in this process may be
@@ -533,7 +539,7 @@ START_TEST(test_ring_kept_for_next)
 	za_payload_put(k.pl); /* the first ring is the spare now */
 	rig_stop(&g); /* and this one goes: one spare is kept */
 
-	rig_start(&g, ring, 0);
+	rig_start(&g, ring, 0, pull);
 	ck_assert(za_nbd_rx_ring_reused(g.rx));
 	first_c = pump(&g, ring, total, 33 + (unsigned)_i, NULL);
 	ck_assert_ptr_eq(first_c, first_a);
@@ -548,7 +554,7 @@ START_TEST(test_peek_wakes_once)
 	const void *p;
 	ssize_t n;
 
-	rig_start(&g, 65536, 0);
+	rig_start(&g, 65536, 0, false);
 	memset(buf, 0x77, sizeof(buf));
 	ck_assert_int_eq(za_nbd_rx_peek(g.rx, 32768, &p), -EAGAIN);
 	ck_assert_int_eq(send(g.fd[1], buf, 1000, MSG_NOSIGNAL), 1000);
@@ -575,22 +581,71 @@ START_TEST(test_peek_wakes_once)
 }
 END_TEST
 
+/*
+ * Without a thread the loop reads the socket only when it lacks bytes,
+ * and kept payloads can leave a ring with no room while the socket holds
+ * more: the peek says -EAGAIN, the ring says starved, and letting go of
+ * the payload wakes the loop (nothing on the socket would: it stays
+ * readable all along, and the export stops watching it meanwhile).
+ */
+START_TEST(test_pull_room_wakes)
+{
+	const size_t ring = 65536;
+	static uint8_t buf[65536 + 1000];
+	struct za_payload *pl;
+	const void *p, *q;
+	struct rig g;
+
+	rig_start(&g, ring, 0, true);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = stream_byte(i);
+	ck_assert_int_eq(send(g.fd[1], buf, sizeof(buf), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(buf));
+	/* One pull fills the ring: half kept, half consumed. */
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &p), (ssize_t)ring / 2);
+	pl = za_nbd_rx_keep(g.rx, ring / 2, 0);
+	ck_assert_ptr_nonnull(pl);
+	ck_assert(za_nbd_rx_ready(g.rx, ring / 2));
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &q), (ssize_t)ring / 2);
+	check_bytes(q, ring / 2, ring / 2);
+	za_nbd_rx_skip(g.rx, ring / 2);
+	/* The last 1000 bytes have no room. */
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, 1000, &q), -EAGAIN);
+	ck_assert(za_nbd_rx_starved(g.rx));
+	rig_wait(&g, 10);
+	ck_assert(!g.woken);
+	/* Let go: the loop is told, and the rest comes in. */
+	check_bytes(p, ring / 2, 0);
+	za_payload_put(pl);
+	ck_assert(!za_nbd_rx_starved(g.rx));
+	g.woken = false;
+	za_io_run_until(g.io, &g.woken, 1000000000ull);
+	ck_assert(g.woken);
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, 1000, &q), 1000);
+	check_bytes(q, 1000, ring);
+	za_nbd_rx_skip(g.rx, 1000);
+	rig_stop(&g);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nbd-rx");
 	TCase *tc = tcase_create("nbd-rx");
 
 	tcase_set_timeout(tc, 60);
+	/* Loop tests: even indexes with the thread, odd ones without. */
 	tcase_add_loop_test(tc, test_stream_in_order, 0,
-			    sizeof(shapes) / sizeof(shapes[0]));
+			    2 * sizeof(shapes) / sizeof(shapes[0]));
 	tcase_add_loop_test(tc, test_peek_in_place, 0,
-			    sizeof(peek_rings) / sizeof(peek_rings[0]));
+			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_loop_test(tc, test_keep_in_place, 0,
-			    sizeof(peek_rings) / sizeof(peek_rings[0]));
+			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_loop_test(tc, test_ring_kept_for_next, 0,
-			    sizeof(peek_rings) / sizeof(peek_rings[0]));
+			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_test(tc, test_peek_wakes_once);
-	tcase_add_test(tc, test_end_after_bytes);
+	tcase_add_loop_test(tc, test_end_after_bytes, 0, 2);
+	tcase_add_test(tc, test_pull_room_wakes);
 	tcase_add_test(tc, test_stop_anywhere);
 	suite_add_tcase(s, tc);
 	return trun(s);

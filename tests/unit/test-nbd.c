@@ -1144,11 +1144,12 @@ START_TEST(test_commands)
 	ck_assert(tb.last_fua);
 
 	/* the whole export in one write: payload read straight in, and
-	 * from there on by a receive thread (small ones did not start it) */
-	ck_assert_uint_eq(stats().rx_threads, 0);
+	 * from there on through a receive ring (small ones did not start
+	 * it) */
+	ck_assert_uint_eq(stats().rx_rings, 0);
 	cl_req(fd, 0, CMD_WRITE, 4, 0, big, pat);
 	cl_reply_eq(fd, 4, 0);
-	ck_assert_uint_eq(stats().rx_threads, 1);
+	ck_assert_uint_eq(stats().rx_rings, 1);
 	ck_assert_mem_eq(tb.data, pat, big);
 	cl_read_check(fd, 5, 0, big);
 
@@ -1813,8 +1814,9 @@ static void fill_xorshift(uint8_t *dst, uint32_t len, uint64_t *x)
  * Loop: the backend always takes payloads at once, or at random, or
  * always and keeps them in the ring (2: za_nbd_req_keep(), let go of in
  * random order, the last ones after the connection closed, each checked
- * unchanged when let go of). After a
- * first large WRITE starts the receive thread, batches of up to four
+ * unchanged when let go of), each with the ring filled by the loop and
+ * by a receive thread (nbd-rx.h). After a first large WRITE gives the
+ * connection its ring, batches of up to four
  * WRITEs (4 KiB to 3 MiB, each in its own quarter of a 16 MiB export,
  * FUA at random) are sent back to back and their replies read: every
  * byte lands, through the ring in place (up to 2 MiB, when the backend
@@ -1824,7 +1826,8 @@ static void fill_xorshift(uint8_t *dst, uint32_t len, uint64_t *x)
 START_TEST(test_ring_payloads)
 {
 	const uint64_t size = 16u << 20, quarter = size / 4;
-	struct za_nbd_params p = { 0 };
+	/* _i / 3: the ring filled by the loop, or by a thread. */
+	struct za_nbd_params p = { .rx_thread = _i / 3 };
 	uint8_t *mirror = malloc(size), *src = malloc(quarter);
 	unsigned seed = 99, batch, i, writes = 0, small = 0;
 	uint64_t cookie = 1, x = 88172645463325252ull;
@@ -1832,8 +1835,8 @@ START_TEST(test_ring_payloads)
 
 	ck_assert(mirror && src);
 	memset(&tbc, 0, sizeof(tbc));
-	tbc.random = _i == 1;
-	tbc.keep = _i == 2;
+	tbc.random = _i % 3 == 1;
+	tbc.keep = _i % 3 == 2;
 	tbc.seed = 5;
 	env_start_ops(&p, &tb_ops_copies, size);
 	memcpy(mirror, tb.data, size);
@@ -1869,7 +1872,7 @@ START_TEST(test_ring_payloads)
 	}
 	ck_assert_mem_eq(tb.data, mirror, size);
 	ck_assert_uint_eq(tb.calls[OP_WRITE], writes);
-	ck_assert_uint_eq(stats().rx_threads, 1);
+	ck_assert_uint_eq(stats().rx_rings, 1);
 	/* Every payload of the ring's size after the first went in place
 	 * when the backend said yes, and only then. */
 	ck_assert_uint_eq(stats().rx_in_place, tbc.yes);
@@ -1944,7 +1947,7 @@ START_TEST(test_ibuf_payloads)
 	}
 	ck_assert_mem_eq(tb.data, mirror, size);
 	ck_assert_uint_eq(tb.calls[OP_WRITE], sent);
-	ck_assert_uint_eq(stats().rx_threads, 0);
+	ck_assert_uint_eq(stats().rx_rings, 0);
 	/* Most came whole with their header; a "no" sent them the long way. */
 	ck_assert_uint_gt(stats().ibuf_in_place, sent / 4);
 	ck_assert_uint_le(stats().ibuf_in_place, tbc.yes);
@@ -2164,7 +2167,7 @@ int main(void)
 			    (int)(sizeof(errmap) / sizeof(errmap[0])));
 	tcase_add_test(tc, test_inflight_cap);
 	tcase_add_test(tc, test_several_conns);
-	tcase_add_loop_test(tc, test_ring_payloads, 0, 3);
+	tcase_add_loop_test(tc, test_ring_payloads, 0, 6);
 	tcase_add_loop_test(tc, test_ibuf_payloads, 0, 2);
 	suite_add_tcase(s, tc);
 
