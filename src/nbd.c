@@ -723,6 +723,10 @@ static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 	ret = za_nbd_rx_start(c->s->loop, c->fd, NBD_RX_RING_BYTES,
 			      !c->s->rx_thread, conn_rx_wake, c, &c->rx);
 	if (ret == 0) {
+		za_log_debug("nbd %s: connection %u: receive ring, filled by "
+			     "%s",
+			     c->s->name, c->id,
+			     c->s->rx_thread ? "a thread" : "the loop");
 		c->s->st.rx_rings++;
 		c->s->st.rx_rings_reused += za_nbd_rx_ring_reused(c->rx);
 	}

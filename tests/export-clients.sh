@@ -18,7 +18,9 @@
 #  - the same export over TCP; asking for TCP again is harmless, another
 #    address is refused;
 #  - SIGTERM stops the export then the array and removes its socket; a new
-#    zarrayd exports it again (same TCP port) with the data intact;
+#    zarrayd (with --rx-thread: large writes read on a thread, not by the
+#    loop) exports it again (same TCP port) with the data intact, and
+#    large writes through it read back;
 #  - `zarray stop` during a copy still stops cleanly; the socket goes.
 # Every client runs under a timeout, so that a stalled reply fails the
 # test instead of hanging it. Skips (77) only if a client is not installed.
@@ -152,7 +154,8 @@ grep -q "export t: stopped" "$DLOG" || fail "the export was not stopped"
 grep -A1000 "export t: stopped" "$DLOG" | grep "array t stopped" >/dev/null ||
 	fail "the array did not stop after its export"
 grep -q "^tcp 127.0.0.1:$PORT\$" "$STATE/arrays/t.conf" || fail "TCP address not recorded"
-start_daemon
+# This time large writes are read on a thread per connection.
+start_daemon --rx-thread -v
 for _ in $(seq 100); do
 	[ -S "$RUN/t.nbd" ] && break
 	sleep 0.05
@@ -165,7 +168,15 @@ run qemu-io -f raw -c "read -P 0xab $O 1M" -c "read -P 0x77 $((O + 10 * MiB)) 25
 run nbdcopy --connections=4 "$URI" out.bin || fail "nbdcopy after restart failed"
 cmp -n $((1000 * MiB)) in.bin out.bin || fail "nbdcopy data differs after restart"
 rm -f out.bin
-pass "SIGTERM: exit 0, socket removed; restarted, same URIs, data intact"
+run qemu-io -f raw -c "aio_write -P 0x42 $((O + 16 * MiB)) 2M" \
+	-c "aio_write -P 0x43 $((O + 18 * MiB)) 1M" -c "aio_write -P 0x44 $((O + 19 * MiB)) 3M" \
+	-c 'aio_flush' -c "read -P 0x42 $((O + 16 * MiB)) 2M" \
+	-c "read -P 0x43 $((O + 18 * MiB)) 1M" -c "read -P 0x44 $((O + 19 * MiB)) 3M" \
+	"$URI" >qemu-io.out 2>&1 || fail "qemu-io with --rx-thread: $(cat qemu-io.out)"
+! grep -qi 'fail\|error\|mismatch' qemu-io.out || fail "--rx-thread: $(cat qemu-io.out)"
+grep -q "receive ring, filled by a thread" "$DLOG" || fail "--rx-thread started no thread"
+! grep -q "receive ring, filled by the loop" "$DLOG" || fail "a ring filled by the loop before --rx-thread"
+pass "SIGTERM: exit 0, socket removed; restarted (--rx-thread), same URIs, data intact, large writes read back"
 
 # ---- stop with writes in flight: each gets its answer; the acked ones stay ----
 # A client pipelines 256 WRITEs of 64 KiB (distinct patterns, distinct
