@@ -611,6 +611,23 @@ struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
 	return &h->pl;
 }
 
+bool za_nbd_rx_full(struct za_nbd_rx *rx)
+{
+	bool full;
+
+	assert(rx->pull);
+	pthread_mutex_lock(&rx->lock);
+	full = rx->head - rx->free_pos == rx->cap;
+	if (full && !rx->blocked) {
+		/* Told once now (the loop lets go of what it holds, from
+		 * the top of the loop), then at the first room made. */
+		rx->blocked = true;
+		ev_async_send(rx->loop, &rx->w);
+	}
+	pthread_mutex_unlock(&rx->lock);
+	return full;
+}
+
 bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need)
 {
 	bool r;

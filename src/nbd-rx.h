@@ -90,6 +90,16 @@ struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
  */
 bool za_nbd_rx_starved(struct za_nbd_rx *rx);
 /*
+ * Loop thread, pulled ring: is the ring full (no room for input until a
+ * kept payload is let go of)? Then @wake runs soon - once, so that the
+ * holder can be asked to let go from the top of the loop - and again
+ * when room is made; meanwhile the caller must not watch the socket,
+ * which stays readable. The export asks whenever it decides whether to
+ * watch: a ring can fill while the loop waits on something else (a
+ * client at its in-flight cap), and nothing would read into it again.
+ */
+bool za_nbd_rx_full(struct za_nbd_rx *rx);
+/*
  * Loop thread: is there input to take - @need bytes or more in the ring
  * (1, or what a za_nbd_rx_peek() waits for), bytes for the target, or
  * the end of input?

@@ -1553,7 +1553,7 @@ static void conn_update(struct za_nbd_conn *c)
 	if (c->rx && za_nbd_rx_pulls(c->rx)) {
 		/* The loop reads the socket into the ring: what the ring
 		 * holds will not make the socket readable. */
-		bool sock = want_r && !za_nbd_rx_starved(c->rx);
+		bool sock = want_r && !za_nbd_rx_full(c->rx);
 
 		if (sock && !ev_is_active(&c->rw))
 			ev_io_start(loop, &c->rw);

@@ -628,6 +628,50 @@ START_TEST(test_pull_room_wakes)
 }
 END_TEST
 
+/*
+ * A pulled ring can also fill without a read finding it full: one pull
+ * takes exactly its room, and the loop consumes it all and stops reading
+ * (a client at its in-flight cap, say) while a payload is kept. Whoever
+ * then asks whether to watch the socket (za_nbd_rx_full()) is told no,
+ * and the loop is woken once at once - to ask the holder to let go - and
+ * again when room is made; asking again does not wake it again.
+ */
+START_TEST(test_pull_full_wakes)
+{
+	const size_t ring = 65536;
+	static uint8_t buf[65536];
+	struct za_payload *pl;
+	const void *p, *q;
+	struct rig g;
+
+	rig_start(&g, ring, 0, true);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = stream_byte(i);
+	ck_assert_int_eq(send(g.fd[1], buf, sizeof(buf), MSG_NOSIGNAL),
+			 (ssize_t)sizeof(buf));
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &p), (ssize_t)ring / 2);
+	pl = za_nbd_rx_keep(g.rx, ring / 2, 0);
+	ck_assert_ptr_nonnull(pl);
+	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &q), (ssize_t)ring / 2);
+	za_nbd_rx_skip(g.rx, ring / 2);
+	/* Full, and no read has found it so: asking says so, and wakes. */
+	ck_assert(za_nbd_rx_full(g.rx));
+	ck_assert(za_nbd_rx_starved(g.rx));
+	rig_wait(&g, 10);
+	ck_assert(g.woken);
+	ck_assert(za_nbd_rx_full(g.rx));
+	rig_wait(&g, 10);
+	ck_assert(!g.woken);
+	/* Room made: woken again, and no longer full. */
+	check_bytes(p, ring / 2, 0);
+	za_payload_put(pl);
+	rig_wait(&g, 10);
+	ck_assert(g.woken);
+	ck_assert(!za_nbd_rx_full(g.rx));
+	rig_stop(&g);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("nbd-rx");
@@ -646,6 +690,7 @@ int main(void)
 	tcase_add_test(tc, test_peek_wakes_once);
 	tcase_add_loop_test(tc, test_end_after_bytes, 0, 2);
 	tcase_add_test(tc, test_pull_room_wakes);
+	tcase_add_test(tc, test_pull_full_wakes);
 	tcase_add_test(tc, test_stop_anywhere);
 	suite_add_tcase(s, tc);
 	return trun(s);
