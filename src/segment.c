@@ -3023,6 +3023,45 @@ static void rec_drop_partial(struct za_engine *e)
 			}
 }
 
+/*
+ * Columns whose place is an empty zone hold nothing: count them lost. A
+ * column moved off a member in service leaves its old zone reset once the
+ * copy is flushed; if the copy's member fails later, nothing reads it at
+ * the next assembly and every header of the segment still names the old
+ * zone as the column's first place (tools/zloop seed 840022). Read there,
+ * each read failed with ENODATA, counted against the member that still
+ * held the zone, until it was failed for read errors. Absent, the column
+ * is decoded on reads and restored by the rebuild. A torn column on a
+ * writable member was completed before this (rec_complete()), so an empty
+ * zone here is one that cannot be written or had nothing to complete.
+ */
+static void rec_drop_vanished(struct za_engine *e)
+{
+	struct za_segment *g;
+	unsigned i, c;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+				uint32_t z = g->zone[c];
+
+				if (col_absent(g, c) || !readable(m) ||
+				    m->zwp[z] > (uint64_t)z * m->zone_bytes)
+					continue;
+				za_log_warn("recovery: segment %llu column %u: "
+					    "member %u zone %u is empty; the "
+					    "column is lost",
+					    (unsigned long long)g->id, c,
+					    g->member[c], z);
+				if (m->zkind[z] == Z_USED)
+					m->zkind[z] = Z_UNCLAIMED;
+				g->member[c] = ZA_STRIPE_MEMBER_ABSENT;
+				g->zone[c] = 0;
+				g->col_upto[c] = UINT32_MAX;
+			}
+}
+
 int za_engine_recover_from(
 	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
@@ -3147,6 +3186,7 @@ int za_engine_recover_from(
 		za_log_info("recovery: %u torn stripe columns completed",
 			    completed);
 	}
+	rec_drop_vanished(e);
 	/* Zones nobody claims are garbage: reset them for reuse. */
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
