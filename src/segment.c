@@ -164,6 +164,7 @@ struct za_segment {
 	struct za_dev_req *fin;
 	unsigned fin_pending;
 	bool finished;
+	bool rec_readable; /* recovery: a stripe of it has k columns */
 };
 
 struct group {
@@ -3034,15 +3035,29 @@ static void rec_drop_partial(struct za_engine *e)
  * is decoded on reads and restored by the rebuild. A torn column on a
  * writable member was completed before this (rec_complete()), so an empty
  * zone here is one that cannot be written or had nothing to complete.
+ * Only segments with a stripe found whole enough to read (k columns): a
+ * segment whose every stripe was torn holds nothing anyone was told is
+ * written, and columns made absent there could count as more than p
+ * lost in a segment that lost nothing.
  */
-static void rec_drop_vanished(struct za_engine *e)
+static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
 {
 	struct za_segment *g;
 	unsigned i, c;
+	size_t j;
 
+	for (j = 0; j < rc->nr; j++) {
+		const struct rec_stripe *r = &rc->st[j];
+
+		g = seg_find(e, r->seg_id);
+		if (g && !r->bad &&
+		    (unsigned)__builtin_popcountll(r->cols) >= g->st->l.k)
+			g->rec_readable = true;
+	}
 	for (i = 0; i < SEG_HASH; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
-			for (c = 0; c < g->st->l.width; c++) {
+			for (c = 0; c < g->st->l.width && g->rec_readable;
+			     c++) {
 				struct member *m = &e->m[g->member[c]];
 				uint32_t z = g->zone[c];
 
@@ -3186,7 +3201,7 @@ int za_engine_recover_from(
 		za_log_info("recovery: %u torn stripe columns completed",
 			    completed);
 	}
-	rec_drop_vanished(e);
+	rec_drop_vanished(e, &rc);
 	/* Zones nobody claims are garbage: reset them for reuse. */
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
