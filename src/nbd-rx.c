@@ -159,9 +159,10 @@ static bool rx_target_in_ring(const struct za_nbd_rx *rx)
 /*
  * Pull mode, loop thread, under lock: read what the socket holds into the
  * ring's free room until it holds @need bytes. The room is contiguous
- * from head on (the ring is mapped twice). Keeping leaves room for any
- * payload peeked whole (za_nbd_rx_keep()'s reserve), and the loop pulls
- * only when it lacks bytes, so a read that needs room finds some.
+ * from head on (the ring is mapped twice). Keeping leaves room for a
+ * payload peeked whole (za_nbd_rx_keep()'s reserve), but bytes consumed
+ * after a kept payload can take that room too: then the ring is marked
+ * blocked, and the first room made wakes the loop (rx_update_free()).
  */
 static void rx_pull(struct za_nbd_rx *rx, size_t need)
 {

@@ -709,7 +709,7 @@ static void conn_rx_wake(void *arg);
  * hand-offs cost more than its overlap gained (random 4 KiB writes:
  * 255-285 MB/s with one, 340-400 without), and a connection stuck in its
  * handshake or sending small requests costs no ring. The loop fills it
- * by default: on two cores 1 MiB writes ran 10-13% faster that way than
+ * by default: on two cores 1 MiB writes ran 2-18% faster that way than
  * with the thread (docs/design.md 7, 8.6). Without a ring (no memory,
  * or pthread_create failed) the loop goes on reading the socket itself.
  */

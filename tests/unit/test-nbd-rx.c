@@ -588,27 +588,42 @@ END_TEST
  * the payload wakes the loop (nothing on the socket would: it stays
  * readable all along, and the export stops watching it meanwhile).
  */
+/*
+ * A pulled rig of @ring bytes whose client sent @ring + @extra bytes of
+ * the stream: one pull fills the ring, its first half is kept (*@pl, at
+ * *@p), its second half consumed.
+ */
+static void pull_fill_half_kept(struct rig *g, size_t ring, size_t extra,
+				const void **p, struct za_payload **pl)
+{
+	uint8_t *buf = malloc(ring + extra);
+	const void *q;
+
+	ck_assert_ptr_nonnull(buf);
+	rig_start(g, ring, 0, true);
+	for (size_t i = 0; i < ring + extra; i++)
+		buf[i] = stream_byte(i);
+	ck_assert_int_eq(send(g->fd[1], buf, ring + extra, MSG_NOSIGNAL),
+			 (ssize_t)(ring + extra));
+	free(buf);
+	ck_assert_int_eq(za_nbd_rx_peek(g->rx, ring / 2, p), (ssize_t)ring / 2);
+	*pl = za_nbd_rx_keep(g->rx, ring / 2, 0);
+	ck_assert_ptr_nonnull(*pl);
+	ck_assert(za_nbd_rx_ready(g->rx, ring / 2));
+	ck_assert_int_eq(za_nbd_rx_peek(g->rx, ring / 2, &q),
+			 (ssize_t)ring / 2);
+	check_bytes(q, ring / 2, ring / 2);
+	za_nbd_rx_skip(g->rx, ring / 2);
+}
+
 START_TEST(test_pull_room_wakes)
 {
 	const size_t ring = 65536;
-	static uint8_t buf[65536 + 1000];
 	struct za_payload *pl;
 	const void *p, *q;
 	struct rig g;
 
-	rig_start(&g, ring, 0, true);
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = stream_byte(i);
-	ck_assert_int_eq(send(g.fd[1], buf, sizeof(buf), MSG_NOSIGNAL),
-			 (ssize_t)sizeof(buf));
-	/* One pull fills the ring: half kept, half consumed. */
-	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &p), (ssize_t)ring / 2);
-	pl = za_nbd_rx_keep(g.rx, ring / 2, 0);
-	ck_assert_ptr_nonnull(pl);
-	ck_assert(za_nbd_rx_ready(g.rx, ring / 2));
-	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &q), (ssize_t)ring / 2);
-	check_bytes(q, ring / 2, ring / 2);
-	za_nbd_rx_skip(g.rx, ring / 2);
+	pull_fill_half_kept(&g, ring, 1000, &p, &pl);
 	/* The last 1000 bytes have no room. */
 	ck_assert_int_eq(za_nbd_rx_peek(g.rx, 1000, &q), -EAGAIN);
 	ck_assert(za_nbd_rx_starved(g.rx));
@@ -639,21 +654,11 @@ END_TEST
 START_TEST(test_pull_full_wakes)
 {
 	const size_t ring = 65536;
-	static uint8_t buf[65536];
 	struct za_payload *pl;
-	const void *p, *q;
+	const void *p;
 	struct rig g;
 
-	rig_start(&g, ring, 0, true);
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = stream_byte(i);
-	ck_assert_int_eq(send(g.fd[1], buf, sizeof(buf), MSG_NOSIGNAL),
-			 (ssize_t)sizeof(buf));
-	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &p), (ssize_t)ring / 2);
-	pl = za_nbd_rx_keep(g.rx, ring / 2, 0);
-	ck_assert_ptr_nonnull(pl);
-	ck_assert_int_eq(za_nbd_rx_peek(g.rx, ring / 2, &q), (ssize_t)ring / 2);
-	za_nbd_rx_skip(g.rx, ring / 2);
+	pull_fill_half_kept(&g, ring, 0, &p, &pl);
 	/* Full, and no read has found it so: asking says so, and wakes. */
 	ck_assert(za_nbd_rx_full(g.rx));
 	ck_assert(za_nbd_rx_starved(g.rx));
