@@ -165,6 +165,7 @@ struct za_segment {
 	unsigned fin_pending;
 	bool finished;
 	bool rec_readable; /* recovery: a stripe of it has k columns */
+	bool rec_home; /* recovery: a header found where it was first put */
 };
 
 struct group {
@@ -2746,6 +2747,8 @@ static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
 			if (g && g->member[h.col] == mi &&
 			    g->zone[h.col] == z) {
 				slot = g->st->l.slot_bytes;
+				if (!(h.flags & ZA_STRIPE_F_RELOCATED))
+					g->rec_home = true;
 				if (h.flags & ZA_STRIPE_F_COMPLETE)
 					g->col_upto[h.col] = h.stripe_idx + 1;
 				if (!(h.flags & ZA_STRIPE_F_HOLE))
@@ -3024,6 +3027,102 @@ static void rec_drop_partial(struct za_engine *e)
 			}
 }
 
+static void group_unlink_free(struct za_engine *e, struct group *grp);
+
+/*
+ * A segment whose every header found was in a copy dropped as unfinished
+ * is gone: the partial copy outlived the segment's release. A release
+ * resets the places columns hold, not a copy under way, and an aborted
+ * copy's zone is reset only if its drive answers; zarrayd killed first,
+ * or the drive out of reach, and the zone keeps slots naming the
+ * segment. The copy used to be dropped and the segment kept: it claimed
+ * first places that newer segments had taken since, and when GC released
+ * it again it reset their zones (tools/zloop seed 840013's kept drives:
+ * segment 16, released long before, came back from member 7's zone 4,
+ * and two other segments then read as lost). A segment with any header
+ * at a place it still holds, its first place or a finished copy's, stays.
+ */
+static void rec_drop_orphans(struct za_engine *e)
+{
+	struct za_segment *g, **gp;
+	struct group *grp;
+	unsigned i, c, j;
+	bool held;
+
+	for (i = 0; i < SEG_HASH; i++)
+		for (gp = &e->hash[i]; (g = *gp);) {
+			held = g->rec_home;
+			for (c = 0; c < g->st->l.width && !held; c++)
+				held = g->member[c] != g->hdr_member[c] ||
+				       g->zone[c] != g->hdr_zone[c];
+			if (held) {
+				gp = &g->hnext;
+				continue;
+			}
+			za_log_warn("recovery: segment %llu found only in "
+				    "unfinished copies: released before the "
+				    "crash; dropped",
+				    (unsigned long long)g->id);
+			*gp = g->hnext;
+			grp = g->grp;
+			grp->segs[g->grp_idx] = NULL;
+			pairs_add(e, g, -1);
+			free(g->fin);
+			free(g);
+			for (j = 0; j < grp->w && !grp->segs[j]; j++)
+				;
+			if (j == grp->w)
+				group_unlink_free(e, grp);
+		}
+}
+
+/*
+ * Which zones are in use is decided by the places columns hold now, once
+ * unfinished copies and released segments are dropped. The scan claims
+ * every zone a header names, and every header names each column's first
+ * place, moved or not. A column moved off a member that stayed in service
+ * (a replace stopped, its old drive back) had its old zone reset and
+ * given back when the copy was flushed, and a restart claimed it again,
+ * empty, for as long as the segment lived: each restart after such moves
+ * took more of that drive's zones (test_moved_old_zone_free_after_restart;
+ * the likely cause of tools/zloop seed 840013's GC churning at "free 2 of
+ * 25 segments" over drives with 16 empty zones each). And a copy killed
+ * after its last slot but before the old zone was reset left the old zone
+ * holding the segment's slots, claimed, so never reset: after the
+ * segment's release it brought the segment back. Zones claimed by the
+ * scan and not held now go back to unclaimed: reset and free at the end
+ * of recovery.
+ */
+static void rec_claim(struct za_engine *e)
+{
+	struct za_segment *g;
+	unsigned i, c, mi;
+	uint32_t z;
+
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones; z++)
+			if (m->zkind[z] == Z_USED)
+				m->zkind[z] = Z_UNCLAIMED;
+	}
+	for (i = 0; i < SEG_HASH; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+
+				if (col_absent(g, c) || !m->zkind)
+					continue;
+				if (m->zkind[g->zone[c]] == Z_FREE)
+					m->free_zones--;
+				if (m->zkind[g->zone[c]] == Z_FREE ||
+				    m->zkind[g->zone[c]] == Z_UNCLAIMED)
+					m->zkind[g->zone[c]] = Z_USED;
+			}
+}
+
 /*
  * Columns whose place is an empty zone hold nothing: count them lost. A
  * column moved off a member in service leaves its old zone reset once the
@@ -3115,6 +3214,8 @@ int za_engine_recover_from(
 	if (ret)
 		goto out;
 	rec_drop_partial(e);
+	rec_drop_orphans(e);
+	rec_claim(e);
 	/* One record per stripe: merge the columns found. */
 	if (rc.nr) /* qsort(NULL, 0) is undefined */
 		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
@@ -3137,7 +3238,7 @@ int za_engine_recover_from(
 		struct group *grp = group_find(e, rc.st[i].group_id);
 		struct za_segment *g = seg_find(e, rc.st[i].seg_id);
 
-		if (grp && grp->next_pos < rc.st[i].group_pos + 1)
+		if (g && grp && grp->next_pos < rc.st[i].group_pos + 1)
 			grp->next_pos = rc.st[i].group_pos + 1;
 		if (g && g->next_stripe < rc.st[i].stripe_idx + 1)
 			g->next_stripe = rc.st[i].stripe_idx + 1;

@@ -1266,6 +1266,49 @@ START_TEST(test_moved_copy_on_failed_member)
 END_TEST
 
 /*
+ * A column moved off a member X that then comes back into service (a
+ * replace stopped after some of its copies finished): X's old zone was
+ * reset and given back when the copy was flushed, but every header of the
+ * segment still names it as the column's first place. A restart must not
+ * claim it again. It did: the zone stayed "used" while empty, so each
+ * column moved and each restart took a zone of X for good, until X had
+ * none left for new segments and GC churned without freeing any (tools/
+ * zloop seed 840013: "free 2 of 25 segments" with 16 empty zones on X).
+ */
+START_TEST(test_moved_old_zone_free_after_restart)
+{
+	struct tarr t;
+	struct wrec w[60];
+	bool dead[60] = { 0 };
+	struct za_member_stats before, after;
+	struct za_seg_info si;
+	unsigned i, x, n = 0;
+
+	rng = 0x0f2eull;
+	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
+	for (i = 0; i < 40; i++) {
+		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
+		n++;
+	}
+	x = drain_col1(&t, w[0].seg_id);
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	ck_assert_uint_ne(si.members[1], x);
+	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
+	t.states[x] = ZA_MEMBER_ONLINE;
+	za_engine_member_stats(t.e, x, &before);
+	tarr_restart(&t);
+	za_engine_member_stats(t.e, x, &after);
+	ck_assert_uint_eq(after.free_zones, before.free_zones);
+	ck_assert_uint_eq(after.used_zones, before.used_zones);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
+				 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
  * A restart in the middle of a drain must not bring back a segment that
  * is gone. Drain a member X, then release (as GC does) a group with a
  * column on X: in variant 0 before the drain moved that column, in
@@ -1675,6 +1718,87 @@ START_TEST(test_move_dst_drained)
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
 				 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * A column's copy to Y cut short with Y unable to reset it (Y vanished),
+ * the replace stopped (the source X back in service, Y draining for its
+ * removal), the segment's group released (as GC does) and its zones used
+ * again; then a restart with Y back, still draining. Y's zone still holds
+ * the partial copy's slots: recovery must not bring the released segment
+ * back from them. It did: it dropped the copy as unfinished but kept the
+ * segment, which claimed first places other segments had taken, and its
+ * second release reset their zones (the drives tools/zloop kept from
+ * seed 840013: two other segments then read as lost).
+ */
+START_TEST(test_released_partial_copy_restart)
+{
+	struct tarr t;
+	struct wrec w[200];
+	struct za_engine_degraded d[64];
+	struct za_col_rebuild cr = { 0 };
+	struct rb_sync rs = { .hold_after = 2 };
+	struct za_engine_space sp;
+	uint64_t live[8] = { 0 };
+	struct za_seg_info si;
+	unsigned i, n = 0, n0, x, y;
+	int rel = 1;
+	size_t nd;
+
+	rng = 0x7011ull;
+	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
+	for (i = 0; i < 60; i++) {
+		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
+			break;
+		n++;
+	}
+	x = drain_col1(&t, w[0].seg_id);
+	nd = za_engine_degraded(t.e, d, 64);
+	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
+		;
+	ck_assert_uint_lt(i, nd);
+	y = col_start(&t, &d[i], 1, true, live, &cr, &rs);
+	for (i = 0; i < 1000 && rs.started < 2; i++)
+		za_io_run_once(t.io);
+	ck_assert(!rs.done);
+	ck_assert_uint_gt(cr.written_bytes, 0);
+	/* Y vanishes: the partial copy cannot be reset. */
+	za_fault_fail(t.devs[y]);
+	za_engine_col_rebuild_abort(t.e, &cr);
+	while (!rs.done)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rs.result, -ECANCELED);
+	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
+	t.states[x] = ZA_MEMBER_ONLINE;
+	t.states[y] = ZA_MEMBER_DRAINING; /* as recorded at the kill */
+	ck_assert_int_eq(
+		za_engine_group_release(t.e, w[0].group_id, rel_done, &rel), 0);
+	while (rel == 1)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rel, 0);
+	/* Write until the freed zones are taken again. */
+	n0 = n;
+	za_engine_space(t.e, &sp);
+	while (n < 200 && sp.free_segs > 1) {
+		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
+		n++;
+		za_engine_space(t.e, &sp);
+	}
+	ck_assert_uint_gt(n, n0);
+	tarr_restart(&t);
+	ck_assert_int_eq(za_engine_member_state(t.e, y), ZA_MEMBER_DRAINING);
+	ck_assert_msg(za_engine_seg_info(t.e, w[0].seg_id, &si) == -ENOENT,
+		      "released segment %llu is back after the restart",
+		      (unsigned long long)w[0].seg_id);
+	for (i = 0; i < n; i++)
+		if (w[i].group_id != w[0].group_id)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	/* Y holds no column: the copy it kept is no one's. */
+	ck_assert_uint_eq(za_engine_member_refs(t.e, y), 0);
 	tarr_free(&t);
 }
 END_TEST
@@ -2298,6 +2422,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_rebuild_keeps_room, 0,
 			    sizeof(room_geos) / sizeof(room_geos[0]));
 	tcase_add_test(tc, test_moved_copy_on_failed_member);
+	tcase_add_test(tc, test_moved_old_zone_free_after_restart);
+	tcase_add_test(tc, test_released_partial_copy_restart);
 	tcase_add_loop_test(tc, test_drain_release_restart, 0, 2);
 	tcase_add_test(tc, test_header_absent);
 	tcase_add_test(tc, test_flush_lost_members);
