@@ -157,6 +157,26 @@ static bool rx_target_in_ring(const struct za_nbd_rx *rx)
 }
 
 /*
+ * Pull mode, loop thread: one recv() of what the socket holds. Returns the
+ * bytes read (> 0), -EINTR or -EAGAIN (again, or later), or 0 at the end
+ * of input, with its cause in *@err (0: the client closed the socket).
+ */
+static ssize_t rx_sock_recv(int fd, void *dst, size_t len, int *err)
+{
+	ssize_t n = recv(fd, dst, len, MSG_DONTWAIT);
+
+	*err = 0;
+	if (n >= 0)
+		return n;
+	if (errno == EINTR)
+		return -EINTR;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return -EAGAIN;
+	*err = errno;
+	return 0;
+}
+
+/*
  * Pull mode, loop thread, under lock: read what the socket holds into the
  * ring's free room until it holds @need bytes. The room is contiguous
  * from head on (the ring is mapped twice). Keeping leaves room for a
@@ -169,23 +189,20 @@ static void rx_pull(struct za_nbd_rx *rx, size_t need)
 	while (!rx->end && rx->head - rx->tail < need) {
 		size_t room = rx->cap - (size_t)(rx->head - rx->free_pos);
 		ssize_t n;
+		int err;
 
 		if (!room) {
 			rx->blocked = true;
 			return;
 		}
-		n = recv(rx->fd, rx->ring + rx->head % rx->cap, room,
-			 MSG_DONTWAIT);
+		n = rx_sock_recv(rx->fd, rx->ring + rx->head % rx->cap, room,
+				 &err);
 		if (n > 0) {
 			rx->head += (uint64_t)n;
-		} else if (n == 0) {
-			rx->end = true;
-		} else if (errno == EINTR) {
-			continue;
-		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+		} else if (n == -EAGAIN) {
 			return;
-		} else {
-			rx->err = errno;
+		} else if (n == 0) {
+			rx->err = err;
 			rx->end = true;
 		}
 	}
@@ -443,17 +460,16 @@ ssize_t za_nbd_rx_recv(struct za_nbd_rx *rx, void *dst, size_t len, bool direct)
 		if (rx->head == rx->tail && !rx->end) {
 			if (direct && len >= RX_DIRECT_MIN) {
 				/* A large payload: straight into its buffer. */
+				int err;
+
 				pthread_mutex_unlock(&rx->lock);
-				ret = recv(rx->fd, dst, len, MSG_DONTWAIT);
-				if (ret < 0)
-					ret = -errno;
-				if (ret == 0 ||
-				    (ret < 0 && ret != -EAGAIN &&
-				     ret != -EWOULDBLOCK && ret != -EINTR)) {
+				ret = rx_sock_recv(rx->fd, dst, len, &err);
+				if (ret == 0) {
 					pthread_mutex_lock(&rx->lock);
 					rx->end = true;
-					rx->err = (int)-ret;
+					rx->err = err;
 					pthread_mutex_unlock(&rx->lock);
+					ret = -err;
 				}
 				return ret;
 			}
@@ -612,19 +628,34 @@ struct za_payload *za_nbd_rx_keep(struct za_nbd_rx *rx, size_t len,
 	return &h->pl;
 }
 
-bool za_nbd_rx_full(struct za_nbd_rx *rx)
+/* Under lock: za_nbd_rx_full(). */
+static bool rx_full(struct za_nbd_rx *rx)
 {
-	bool full;
+	bool full = rx->head - rx->free_pos == rx->cap;
 
-	assert(rx->pull);
-	pthread_mutex_lock(&rx->lock);
-	full = rx->head - rx->free_pos == rx->cap;
 	if (full && !rx->blocked) {
 		/* Told once now (the loop lets go of what it holds, from
 		 * the top of the loop), then at the first room made. */
 		rx->blocked = true;
 		ev_async_send(rx->loop, &rx->w);
 	}
+	return full;
+}
+
+/* Under lock: za_nbd_rx_ready(). */
+static bool rx_ready(const struct za_nbd_rx *rx, size_t need)
+{
+	return rx->head - rx->tail >= need ||
+	       (rx->t_ptr && rx->t_done > rx->t_taken) || rx->end;
+}
+
+bool za_nbd_rx_full(struct za_nbd_rx *rx)
+{
+	bool full;
+
+	assert(rx->pull);
+	pthread_mutex_lock(&rx->lock);
+	full = rx_full(rx);
 	pthread_mutex_unlock(&rx->lock);
 	return full;
 }
@@ -634,8 +665,18 @@ bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need)
 	bool r;
 
 	pthread_mutex_lock(&rx->lock);
-	r = rx->head - rx->tail >= need ||
-	    (rx->t_ptr && rx->t_done > rx->t_taken) || rx->end;
+	r = rx_ready(rx, need);
+	pthread_mutex_unlock(&rx->lock);
+	return r;
+}
+
+bool za_nbd_rx_poll(struct za_nbd_rx *rx, size_t need, bool *full)
+{
+	bool r;
+
+	pthread_mutex_lock(&rx->lock);
+	*full = rx->pull && rx_full(rx);
+	r = rx_ready(rx, need);
 	pthread_mutex_unlock(&rx->lock);
 	return r;
 }

@@ -106,6 +106,12 @@ bool za_nbd_rx_full(struct za_nbd_rx *rx);
  */
 bool za_nbd_rx_ready(struct za_nbd_rx *rx, size_t need);
 /*
+ * Loop thread: both questions under one lock, for the export's decision
+ * per request - za_nbd_rx_ready(), returned, and on a pulled ring
+ * za_nbd_rx_full() in *@full (with its wake-up; false for a thread's).
+ */
+bool za_nbd_rx_poll(struct za_nbd_rx *rx, size_t need, bool *full);
+/*
  * Loop thread: stop and join the thread if there is one (it shuts the
  * socket's receive side down to wake it), and free everything - the ring
  * only once the last za_nbd_rx_keep() reference is dropped. The socket

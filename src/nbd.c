@@ -1550,26 +1550,26 @@ static void conn_update(struct za_nbd_conn *c)
 	want_r = conn_want_read(c);
 	/* Pending output is written by conn_kick(); ww only on EAGAIN. */
 	want_w = conn_has_output(c) && !c->dirty;
-	if (c->rx && za_nbd_rx_pulls(c->rx)) {
-		/* The loop reads the socket into the ring: what the ring
-		 * holds will not make the socket readable. */
-		bool sock = want_r && !za_nbd_rx_full(c->rx);
+	if (c->rx) {
+		bool full = false, feed = false, sock;
 
+		if (want_r)
+			feed = za_nbd_rx_poll(c->rx,
+					      c->rd == RD_RING ? c->rd_need : 1,
+					      &full) ||
+			       c->ipos < c->ilen;
+		/*
+		 * Input waiting in the ring is run from here: it will not
+		 * make the socket readable. A thread reads the socket
+		 * itself; for a pulled ring the loop watches the socket
+		 * while the ring has room to read into.
+		 */
+		sock = want_r && za_nbd_rx_pulls(c->rx) && !full;
 		if (sock && !ev_is_active(&c->rw))
 			ev_io_start(loop, &c->rw);
 		else if (!sock && ev_is_active(&c->rw))
 			ev_io_stop(loop, &c->rw);
-		if (want_r &&
-		    (c->ipos < c->ilen ||
-		     za_nbd_rx_ready(c->rx, c->rd == RD_RING ? c->rd_need : 1)))
-			ev_feed_event(loop, &c->rw, EV_READ);
-	} else if (c->rx) {
-		/* The thread reads the socket; input waiting is run here. */
-		if (ev_is_active(&c->rw))
-			ev_io_stop(loop, &c->rw);
-		if (want_r &&
-		    (c->ipos < c->ilen ||
-		     za_nbd_rx_ready(c->rx, c->rd == RD_RING ? c->rd_need : 1)))
+		if (feed)
 			ev_feed_event(loop, &c->rw, EV_READ);
 	} else if (want_r && !ev_is_active(&c->rw)) {
 		ev_io_start(loop, &c->rw);
