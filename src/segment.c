@@ -3041,21 +3041,29 @@ static void group_unlink_free(struct za_engine *e, struct group *grp);
  * segment 16, released long before, came back from member 7's zone 4,
  * and two other segments then read as lost). A segment with any header
  * at a place it still holds, its first place or a finished copy's, stays.
+ * So does one with k or more of its places on drives not read (missing
+ * or failed): what those hold is not known, and it may still be whole.
+ * With p + 1 places or more read and none holding it, fewer than k of its
+ * columns can exist: nothing readable is lost by dropping it.
  */
 static void rec_drop_orphans(struct za_engine *e)
 {
 	struct za_segment *g, **gp;
 	struct group *grp;
-	unsigned i, c, j;
+	unsigned i, c, j, seen;
 	bool held;
 
 	for (i = 0; i < SEG_HASH; i++)
 		for (gp = &e->hash[i]; (g = *gp);) {
 			held = g->rec_home;
-			for (c = 0; c < g->st->l.width && !held; c++)
+			for (c = 0, seen = 0; c < g->st->l.width && !held;
+			     c++) {
 				held = g->member[c] != g->hdr_member[c] ||
 				       g->zone[c] != g->hdr_zone[c];
-			if (held) {
+				seen += !col_absent(g, c) &&
+					readable(&e->m[g->member[c]]);
+			}
+			if (held || seen <= g->st->l.p) {
 				gp = &g->hnext;
 				continue;
 			}
