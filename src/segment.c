@@ -3029,6 +3029,23 @@ static void rec_drop_partial(struct za_engine *e)
 
 static void group_unlink_free(struct za_engine *e, struct group *grp);
 
+/* Every zone in use on a readable member is claimed by nothing yet. */
+static void rec_unclaim(struct za_engine *e)
+{
+	unsigned mi;
+	uint32_t z;
+
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones; z++)
+			if (m->zkind[z] == Z_USED)
+				m->zkind[z] = Z_UNCLAIMED;
+	}
+}
+
 /*
  * A segment whose every header found was in a copy dropped as unfinished
  * is gone: the partial copy outlived the segment's release. A release
@@ -3104,18 +3121,9 @@ static void rec_drop_orphans(struct za_engine *e)
 static void rec_claim(struct za_engine *e)
 {
 	struct za_segment *g;
-	unsigned i, c, mi;
-	uint32_t z;
+	unsigned i, c;
 
-	for (mi = 0; mi < e->nr_members; mi++) {
-		struct member *m = &e->m[mi];
-
-		if (!readable(m))
-			continue;
-		for (z = 0; z < m->nr_zones; z++)
-			if (m->zkind[z] == Z_USED)
-				m->zkind[z] = Z_UNCLAIMED;
-	}
+	rec_unclaim(e);
 	for (i = 0; i < SEG_HASH; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
 			for (c = 0; c < g->st->l.width; c++) {
@@ -3199,17 +3207,9 @@ int za_engine_recover_from(
 
 	if (posix_memalign((void **)&rc.blk, 4096, 4096))
 		return -ENOMEM;
-	/* Pass 1: every readable member, every zone that holds something. */
-	for (mi = 0; mi < e->nr_members && !ret; mi++) {
-		struct member *m = &e->m[mi];
-
-		if (!readable(m))
-			continue;
-		/* Claimed when a header (of any column) names the zone. */
-		for (z = 0; z < m->nr_zones; z++)
-			if (m->zkind[z] == Z_USED)
-				m->zkind[z] = Z_UNCLAIMED;
-	}
+	/* Pass 1: every readable member, every zone that holds something,
+	 * claimed when a header (of any column) names the zone. */
+	rec_unclaim(e);
 	for (mi = 0; mi < e->nr_members && !ret; mi++) {
 		struct member *m = &e->m[mi];
 

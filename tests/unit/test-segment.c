@@ -1212,6 +1212,31 @@ static unsigned drain_col1(struct tarr *t, uint64_t seg_id)
 }
 
 /*
+ * A 3+2 array of 8 drives with @n small stripes written (@w), the member
+ * holding column 1 of the first segment drained and every column moved
+ * off it (its zones reset once the copies are flushed). Returns that
+ * member; *@y gets the one column 1 moved to.
+ */
+static unsigned moved_off_col1(struct tarr *t, struct wrec *w, unsigned n,
+			       unsigned *y)
+{
+	bool dead[64] = { 0 };
+	struct za_seg_info si;
+	unsigned i, x;
+
+	ck_assert_uint_le(n, 64);
+	tarr_make(t, 8, 3, 2, 4096, 2, 8, 1);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(write_one(t, &w[i], 4), 0);
+	x = drain_col1(t, w[0].seg_id);
+	ck_assert_uint_gt(rebuild_all(t, w, dead, n), 0);
+	ck_assert_int_eq(za_engine_seg_info(t->e, w[0].seg_id, &si), 0);
+	*y = si.members[1];
+	ck_assert_uint_ne(*y, x);
+	return x;
+}
+
+/*
  * A column moved off a draining member X onto Y, X's old zone reset, then
  * Y failed: after a restart nothing is read from Y, so the moved copy is
  * not found, and every header of the segment still names X's old zone as
@@ -1225,25 +1250,15 @@ START_TEST(test_moved_copy_on_failed_member)
 {
 	struct tarr t;
 	struct wrec w[60];
-	bool dead[60] = { 0 };
 	struct za_engine_degraded d[64];
 	struct za_member_stats ms;
 	struct za_seg_info si;
-	unsigned i, x, y, n = 0;
+	unsigned i, x, y, n = 40;
 	size_t nd;
 	bool found = false;
 
 	rng = 0x5e6dull;
-	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
-	for (i = 0; i < 40; i++) {
-		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
-		n++;
-	}
-	x = drain_col1(&t, w[0].seg_id);
-	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	y = si.members[1];
-	ck_assert_uint_ne(y, x);
+	x = moved_off_col1(&t, w, n, &y);
 	za_engine_member_fail(t.e, y, -ECANCELED);
 	t.states[y] = ZA_MEMBER_FAILED;
 	tarr_restart(&t);
@@ -1278,22 +1293,12 @@ END_TEST
 START_TEST(test_moved_old_zone_free_after_restart)
 {
 	struct tarr t;
-	struct wrec w[60];
-	bool dead[60] = { 0 };
+	struct wrec w[40];
 	struct za_member_stats before, after;
-	struct za_seg_info si;
-	unsigned i, x, n = 0;
+	unsigned i, x, y, n = 40;
 
 	rng = 0x0f2eull;
-	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
-	for (i = 0; i < 40; i++) {
-		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
-		n++;
-	}
-	x = drain_col1(&t, w[0].seg_id);
-	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
-	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
-	ck_assert_uint_ne(si.members[1], x);
+	x = moved_off_col1(&t, w, n, &y);
 	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
 	t.states[x] = ZA_MEMBER_ONLINE;
 	za_engine_member_stats(t.e, x, &before);
@@ -1307,6 +1312,27 @@ START_TEST(test_moved_old_zone_free_after_restart)
 	tarr_free(&t);
 }
 END_TEST
+
+/*
+ * Write small stripes after the @n recorded in @w (up to @max) until one
+ * free segment is left, so that zones freed before are taken again;
+ * returns the new count, at least one more.
+ */
+static unsigned write_until_full(struct tarr *t, struct wrec *w, unsigned n,
+				 unsigned max)
+{
+	struct za_engine_space sp;
+	unsigned n0 = n;
+
+	za_engine_space(t->e, &sp);
+	while (n < max && sp.free_segs > 1) {
+		ck_assert_int_eq(write_one(t, &w[n], 4), 0);
+		n++;
+		za_engine_space(t->e, &sp);
+	}
+	ck_assert_uint_gt(n, n0);
+	return n;
+}
 
 /*
  * A restart in the middle of a drain must not bring back a segment that
@@ -1325,8 +1351,7 @@ START_TEST(test_drain_release_restart)
 	struct wrec w[200];
 	bool dead[200] = { 0 };
 	struct za_seg_info si;
-	struct za_engine_space sp;
-	unsigned i, c, n = 0, n0, x;
+	unsigned i, c, n = 0, x;
 	uint64_t gone = 0;
 	int rel = 1;
 
@@ -1353,15 +1378,7 @@ START_TEST(test_drain_release_restart)
 			gone++;
 		}
 	ck_assert_uint_gt(gone, 0);
-	/* Write until the freed zones are taken again. */
-	n0 = n;
-	za_engine_space(t.e, &sp);
-	while (n < 200 && sp.free_segs > 1) {
-		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
-		n++;
-		za_engine_space(t.e, &sp);
-	}
-	ck_assert_uint_gt(n, n0);
+	n = write_until_full(&t, w, n, 200);
 	while (za_engine_busy(t.e))
 		za_io_run_once(t.io);
 	tarr_restart(&t);
@@ -1637,39 +1654,55 @@ END_TEST
  * wrote into other segments' zones, and reads failed their checksums;
  * tools/zloop seeds 7021 and 7033, with the fault loop's cancel.)
  */
+/*
+ * A 4+2 array of 9 drives with up to 60 full stripes written (@w, *@n of
+ * them), the member holding column 1 of the first segment draining (*@x),
+ * and that column moving (window 1, held by @rs after two stripes, which
+ * are written when this returns). Returns the member it moves to.
+ */
+static unsigned move_col1_held(struct tarr *t, struct wrec *w, unsigned *n,
+			       unsigned *x, uint64_t *live,
+			       struct za_col_rebuild *cr, struct rb_sync *rs)
+{
+	struct za_engine_degraded d[64];
+	unsigned i, y;
+	size_t nd;
+
+	tarr_make(t, 9, 4, 2, 4096, 1, 8, 1);
+	for (*n = 0, i = 0; i < 60; i++) {
+		if (write_one(t, &w[*n], za_engine_layout(t->e)->data_blocks))
+			break;
+		(*n)++;
+	}
+	*x = drain_col1(t, w[0].seg_id);
+	nd = za_engine_degraded(t->e, d, 64);
+	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
+		;
+	ck_assert_uint_lt(i, nd);
+	y = col_start(t, &d[i], 1, true, live, cr, rs);
+	for (i = 0; i < 1000 && rs->started < 2; i++)
+		za_io_run_once(t->io);
+	ck_assert(!rs->done);
+	ck_assert_uint_gt(cr->written_bytes, 0);
+	return y;
+}
+
 START_TEST(test_move_dst_drained)
 {
 	struct tarr t;
 	struct wrec w[60];
-	struct za_engine_degraded d[64];
 	struct za_col_rebuild cr = { 0 };
 	struct rb_sync rs = { .hold_after = 2 };
 	struct za_member_stats before, after, ybefore;
 	uint64_t live[8] = { 0 };
 	struct za_seg_info si;
-	unsigned i, n = 0, x, y;
-	size_t nd;
+	unsigned i, n, x, y;
 
 	rng = 0x5eedull;
-	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
-	for (i = 0; i < 60; i++) {
-		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
-			break;
-		n++;
-	}
-	x = drain_col1(&t, w[0].seg_id);
+	y = move_col1_held(&t, w, &n, &x, live, &cr, &rs);
+	/* A move takes nothing of the source's until it commits. */
 	za_engine_member_stats(t.e, x, &before);
-	nd = za_engine_degraded(t.e, d, 64);
-	ck_assert_uint_gt(nd, 0);
-	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
-		;
-	ck_assert_uint_lt(i, nd);
-	y = col_start(&t, &d[i], 1, true, live, &cr, &rs);
-	za_engine_member_stats(t.e, y, &ybefore); /* its zone taken */
-	for (i = 0; i < 1000 && rs.started < 2; i++)
-		za_io_run_once(t.io);
-	ck_assert(!rs.done);
-	ck_assert_uint_gt(cr.written_bytes, 0);
+	za_engine_member_stats(t.e, y, &ybefore); /* the copy's zone taken */
 	/* The replace stops: x in service again, y drains. */
 	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
 	t.states[x] = ZA_MEMBER_ONLINE;
@@ -1737,33 +1770,15 @@ START_TEST(test_released_partial_copy_restart)
 {
 	struct tarr t;
 	struct wrec w[200];
-	struct za_engine_degraded d[64];
 	struct za_col_rebuild cr = { 0 };
 	struct rb_sync rs = { .hold_after = 2 };
-	struct za_engine_space sp;
 	uint64_t live[8] = { 0 };
 	struct za_seg_info si;
-	unsigned i, n = 0, n0, x, y;
+	unsigned i, n, x, y;
 	int rel = 1;
-	size_t nd;
 
 	rng = 0x7011ull;
-	tarr_make(&t, 9, 4, 2, 4096, 1, 8, 1);
-	for (i = 0; i < 60; i++) {
-		if (write_one(&t, &w[n], za_engine_layout(t.e)->data_blocks))
-			break;
-		n++;
-	}
-	x = drain_col1(&t, w[0].seg_id);
-	nd = za_engine_degraded(t.e, d, 64);
-	for (i = 0; i < nd && d[i].seg_id != w[0].seg_id; i++)
-		;
-	ck_assert_uint_lt(i, nd);
-	y = col_start(&t, &d[i], 1, true, live, &cr, &rs);
-	for (i = 0; i < 1000 && rs.started < 2; i++)
-		za_io_run_once(t.io);
-	ck_assert(!rs.done);
-	ck_assert_uint_gt(cr.written_bytes, 0);
+	y = move_col1_held(&t, w, &n, &x, live, &cr, &rs);
 	/* Y vanishes: the partial copy cannot be reset. */
 	za_fault_fail(t.devs[y]);
 	za_engine_col_rebuild_abort(t.e, &cr);
@@ -1778,15 +1793,7 @@ START_TEST(test_released_partial_copy_restart)
 	while (rel == 1)
 		za_io_run_once(t.io);
 	ck_assert_int_eq(rel, 0);
-	/* Write until the freed zones are taken again. */
-	n0 = n;
-	za_engine_space(t.e, &sp);
-	while (n < 200 && sp.free_segs > 1) {
-		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
-		n++;
-		za_engine_space(t.e, &sp);
-	}
-	ck_assert_uint_gt(n, n0);
+	n = write_until_full(&t, w, n, 200);
 	tarr_restart(&t);
 	ck_assert_int_eq(za_engine_member_state(t.e, y), ZA_MEMBER_DRAINING);
 	ck_assert_msg(za_engine_seg_info(t.e, w[0].seg_id, &si) == -ENOENT,
