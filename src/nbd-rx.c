@@ -306,8 +306,10 @@ static void rx_async_cb(struct ev_loop *loop, ev_async *w, int revents)
  * more than the copies the ring saves: 16 MiB of first touches took a
  * tenth of a 1 GiB sequential run over a new connection. One ring is
  * kept (its memory stays resident while no connection uses it); any
- * other is unmapped. Connections end on the loop's thread, but a kept
- * payload's last release may come from elsewhere, hence the lock.
+ * other is unmapped. za_nbd_rx_reserve() maps the first one, its pages
+ * touched, before any connection needs it. Connections end on the loop's
+ * thread, but a kept payload's last release may come from elsewhere,
+ * hence the lock.
  */
 static struct {
 	pthread_mutex_t lock;
@@ -334,8 +336,10 @@ static void rx_ring_unmap(uint8_t *ring, size_t bytes)
  * can be handed out in place (za_nbd_rx_peek()) even across the wrap.
  * The spare ring if it has the size.
  */
-static int rx_ring_map(size_t bytes, uint8_t **out, bool *reused)
+static int rx_ring_map(size_t bytes, bool populate, uint8_t **out, bool *reused)
 {
+	const int flags = MAP_SHARED | MAP_FIXED |
+			  (populate ? MAP_POPULATE : 0);
 	uint8_t *base;
 	int fd, ret = 0;
 
@@ -364,10 +368,10 @@ static int rx_ring_map(size_t bytes, uint8_t **out, bool *reused)
 		ret = -errno;
 		goto out;
 	}
-	if (mmap(base, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-		 fd, 0) == MAP_FAILED ||
-	    mmap(base + bytes, bytes, PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	if (mmap(base, bytes, PROT_READ | PROT_WRITE, flags, fd, 0) ==
+		    MAP_FAILED ||
+	    mmap(base + bytes, bytes, PROT_READ | PROT_WRITE, flags, fd, 0) ==
+		    MAP_FAILED) {
 		ret = -errno;
 		munmap(base, 2 * bytes);
 		goto out;
@@ -376,6 +380,26 @@ static int rx_ring_map(size_t bytes, uint8_t **out, bool *reused)
 out:
 	close(fd); /* the mappings keep the memory */
 	return ret;
+}
+
+int za_nbd_rx_reserve(size_t ring_bytes)
+{
+	bool kept, reused;
+	uint8_t *ring;
+	int ret;
+
+	if (!ring_bytes || ring_bytes % (size_t)sysconf(_SC_PAGESIZE))
+		return -EINVAL;
+	pthread_mutex_lock(&rx_spare.lock);
+	kept = rx_spare.ring != NULL;
+	pthread_mutex_unlock(&rx_spare.lock);
+	if (kept)
+		return 0;
+	ret = rx_ring_map(ring_bytes, true, &ring, &reused);
+	if (ret)
+		return ret;
+	rx_ring_unmap(ring, ring_bytes); /* kept as the spare */
+	return 0;
 }
 
 int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes, bool pull,
@@ -388,7 +412,7 @@ int za_nbd_rx_start(struct ev_loop *loop, int fd, size_t ring_bytes, bool pull,
 
 	if (!rx)
 		return -ENOMEM;
-	ret = rx_ring_map(ring_bytes, &rx->ring, &rx->ring_reused);
+	ret = rx_ring_map(ring_bytes, false, &rx->ring, &rx->ring_reused);
 	if (ret)
 		goto err_free;
 	rx->cap = ring_bytes;

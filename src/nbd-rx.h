@@ -28,6 +28,13 @@ struct ev_loop;
 struct za_nbd_rx;
 
 /*
+ * Synchronous, any thread. Unless a ring is kept for the next connection
+ * already, maps one of @ring_bytes with its pages touched and keeps it:
+ * the first connection to need a ring of that size then pays no first
+ * touches (za_nbd_rx_ring_reused() is true for it). 0 or -errno.
+ */
+int za_nbd_rx_reserve(size_t ring_bytes);
+/*
  * Start a receive ring on @fd (a connected stream socket; the caller
  * reads it no more). With @pull the loop's own calls below read @fd
  * (non-blocking) when the ring lacks bytes, and the caller watches @fd

@@ -1960,6 +1960,7 @@ int za_nbd_server_new(struct za_io *io, const struct za_nbd_params *p,
 		      struct za_nbd_server **out)
 {
 	struct za_nbd_server *s;
+	int ret;
 	uint32_t pref = p->pref_block_bytes ? p->pref_block_bytes :
 					      ZA_NBD_DEFAULT_PREF_BLOCK_BYTES;
 
@@ -2021,6 +2022,13 @@ int za_nbd_server_new(struct za_io *io, const struct za_nbd_params *p,
 				    p->rx_min_payload_bytes :
 				    ZA_NBD_DEFAULT_RX_MIN_PAYLOAD_BYTES;
 	s->rx_thread = p->rx_thread;
+	/* A client's first large WRITEs would otherwise fill a ring whose
+	 * pages are touched for the first time (nbd-rx.c, rx_spare). Only
+	 * a cost saved, so a failure just leaves it to the connection. */
+	ret = za_nbd_rx_reserve(NBD_RX_RING_BYTES);
+	if (ret)
+		za_log_warn("nbd %s: no receive ring set aside: %s", s->name,
+			    strerror(-ret));
 	s->priv_bytes = p->req_priv_bytes;
 	s->refs = 1;
 	ev_init(&s->accept_retry, accept_retry_cb);

@@ -547,6 +547,34 @@ START_TEST(test_ring_kept_for_next)
 }
 END_TEST
 
+/* A ring set aside before any connection is the first one's, whole: the
+ * stream goes through it, wrap included, in order. Setting one aside
+ * while a ring is kept already changes nothing. (Each test runs in a
+ * process of its own: no spare is kept when it starts.) */
+START_TEST(test_reserve_first_ring)
+{
+	const size_t ring = peek_rings[_i / 2];
+	const bool pull = _i % 2;
+	const void *first_a, *first_b;
+	struct rig g;
+
+	ck_assert_int_eq(za_nbd_rx_reserve(ring), 0);
+	rig_start(&g, ring, 0, pull);
+	ck_assert(za_nbd_rx_ring_reused(g.rx));
+	first_a = pump(&g, ring, 3 * (uint64_t)ring, 44 + (unsigned)_i, NULL);
+	rig_stop(&g); /* the spare again */
+
+	ck_assert_int_eq(za_nbd_rx_reserve(ring), 0);
+	rig_start(&g, ring, 0, pull);
+	ck_assert(za_nbd_rx_ring_reused(g.rx));
+	first_b = pump(&g, ring, 2 * (uint64_t)ring, 55 + (unsigned)_i, NULL);
+	ck_assert_ptr_eq(first_b, first_a);
+	rig_stop(&g);
+
+	ck_assert_int_eq(za_nbd_rx_reserve(ring + 1), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_peek_wakes_once)
 {
 	struct rig g;
@@ -703,6 +731,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_keep_in_place, 0,
 			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_loop_test(tc, test_ring_kept_for_next, 0,
+			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
+	tcase_add_loop_test(tc, test_reserve_first_ring, 0,
 			    2 * sizeof(peek_rings) / sizeof(peek_rings[0]));
 	tcase_add_test(tc, test_peek_wakes_once);
 	tcase_add_loop_test(tc, test_end_after_bytes, 0, 2);
