@@ -754,6 +754,13 @@ void za_array_set_max_read_errors(unsigned n)
 	max_read_errors = n;
 }
 
+static unsigned idle_gc_ms = ZA_ARRAY_IDLE_GC_MS;
+
+void za_array_set_idle_gc_ms(unsigned ms)
+{
+	idle_gc_ms = ms;
+}
+
 static int engine_start(struct za_array *a, uint64_t next_seq,
 			uint64_t next_seg)
 {
@@ -778,6 +785,9 @@ static int volume_start(struct za_array *a)
 
 	vp.eng = a->eng;
 	vp.size_bytes = a->sb->volume_bytes;
+	/* Garbage collected while idle, so that writes after a quiet spell
+	 * find room (docs/design.md 8.4). */
+	vp.idle_gc_ms = idle_gc_ms;
 	return za_volume_new(a->io, &vp, &a->vol);
 }
 

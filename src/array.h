@@ -230,6 +230,15 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 void za_array_set_max_read_errors(unsigned n);
 
 /*
+ * Garbage collection while a volume is idle, checked every @ms
+ * milliseconds (za_volume_params.idle_gc_ms), for arrays started later;
+ * 0: never. ZA_ARRAY_IDLE_GC_MS unless set.
+ */
+#define ZA_ARRAY_IDLE_GC_MS 100
+#define ZA_ARRAY_IDLE_GC_MS_MAX 60000
+void za_array_set_idle_gc_ms(unsigned ms);
+
+/*
  * Fault injection, a test aid. When on, every member opened later (by
  * create and assemble) is wrapped in the fault injector (dev-fault.h);
  * za_array_inject() then sets the faults of the member at @path from a

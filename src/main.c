@@ -73,6 +73,10 @@ static void usage(FILE *f)
 		"      --max-read-errors N  fail a member after more than N "
 		"read errors\n"
 		"                      (default %u, as md; 0: never)\n"
+		"      --idle-gc-ms N  collect garbage while a volume is idle, "
+		"checked\n"
+		"                      every N ms (default %u; 0: only when "
+		"space is short)\n"
 		"      --poll-us N     poll for N microseconds after work before "
 		"sleeping\n"
 		"                      (default %u; 0: sleep at once)\n"
@@ -84,7 +88,7 @@ static void usage(FILE *f)
 		"  -h, --help          this help\n"
 		"\nSee zarrayd(8).\n",
 		ZA_DAEMON_SOCKET, ZA_DAEMON_RUN_DIR, ZA_DAEMON_STATE_DIR,
-		ZA_ARRAY_MAX_READ_ERRORS, ZAD_POLL_US);
+		ZA_ARRAY_MAX_READ_ERRORS, ZA_ARRAY_IDLE_GC_MS, ZAD_POLL_US);
 }
 
 /* The daemon changes to / : make every path absolute first. */
@@ -175,6 +179,7 @@ int main(int argc, char **argv)
 		O_REBUILD,
 		O_MAX_READ_ERRORS,
 		O_POLL_US,
+		O_IDLE_GC_MS,
 		O_RX_THREAD
 	};
 	static const struct option opts[] = {
@@ -188,6 +193,7 @@ int main(int argc, char **argv)
 		{ "max-read-errors", required_argument, NULL,
 		  O_MAX_READ_ERRORS },
 		{ "poll-us", required_argument, NULL, O_POLL_US },
+		{ "idle-gc-ms", required_argument, NULL, O_IDLE_GC_MS },
 		{ "rx-thread", no_argument, NULL, O_RX_THREAD },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -272,6 +278,24 @@ int main(int argc, char **argv)
 					ZAD_POLL_US_MAX, optarg);
 				return EXIT_USAGE;
 			}
+			break;
+		}
+		case O_IDLE_GC_MS: {
+			char *end;
+			unsigned long n;
+
+			errno = 0;
+			n = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || errno ||
+			    n > ZA_ARRAY_IDLE_GC_MS_MAX || optarg[0] == '-' ||
+			    optarg[0] == '+' || optarg[0] == ' ') {
+				fprintf(stderr,
+					"zarrayd: --idle-gc-ms is a number of "
+					"milliseconds from 0 to %u, not '%s'\n",
+					ZA_ARRAY_IDLE_GC_MS_MAX, optarg);
+				return EXIT_USAGE;
+			}
+			za_array_set_idle_gc_ms((unsigned)n);
 			break;
 		}
 		case O_RX_THREAD:

@@ -45,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ev.h>
+
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crash.h"
@@ -113,6 +115,14 @@ struct gc {
 	unsigned reads;
 	int error;
 	struct za_vol_req flush;
+	/* GC while the volume is idle (za_volume_params.idle_gc_ms). */
+	ev_timer idle_w;
+	bool idle_on; /* the timer runs */
+	bool idle_victim; /* the running victim was started by it */
+	bool idle_futile; /* it gained nothing: wait for requests */
+	uint64_t idle_ops; /* user_ops at the last tick */
+	uint64_t idle_base; /* free segments when its progress was last seen */
+	unsigned idle_runs; /* victims it started since then */
 };
 
 /* Checkpoints: one being written at a time, and the live one. */
@@ -176,6 +186,7 @@ struct za_volume {
 	unsigned reads; /* reads in flight */
 	int error; /* sticky: a stripe could not be made durable */
 	struct za_volume_stats st;
+	uint64_t user_ops; /* requests from the volume's user, ever */
 	struct gc gc;
 	/* writes held back while free space is critically low */
 	struct za_vol_req *stalled_head, *stalled_tail;
@@ -188,6 +199,7 @@ struct za_volume {
 };
 
 static void gc_kick(struct za_volume *v);
+static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static bool space_critical(struct za_volume *v);
 static void ckpt_kick(struct za_volume *v);
 static void resume_stalled(struct za_volume *v);
@@ -495,6 +507,15 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	/* The first write must see how much space there is (and recovery
 	 * looks again, once it knows what the drives hold). */
 	v->critical = space_critical(v);
+	if (p->idle_gc_ms) {
+		double t = p->idle_gc_ms / 1000.0;
+
+		ev_timer_init(&v->gc.idle_w, gc_idle_cb, t, t);
+		v->gc.idle_w.data = v;
+		ev_timer_start(za_io_loop(io), &v->gc.idle_w);
+		ev_unref(za_io_loop(io)); /* keeps no loop running */
+		v->gc.idle_on = true;
+	}
 	*out = v;
 	return 0;
 
@@ -528,6 +549,10 @@ void za_volume_free(struct za_volume *v)
 	if (!v)
 		return;
 	assert(!za_volume_busy(v));
+	if (v->gc.idle_on) {
+		ev_ref(za_io_loop(v->io));
+		ev_timer_stop(za_io_loop(v->io), &v->gc.idle_w);
+	}
 	for (i = 0; i < BUF_HASH; i++)
 		while (v->bhash[i])
 			vbuf_release(v->bhash[i]);
@@ -712,6 +737,7 @@ static void flush_enqueue(struct za_volume *v, struct za_vol_req *r)
 
 void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
 {
+	v->user_ops++;
 	req_init(v, r);
 	flush_enqueue(v, r);
 }
@@ -900,6 +926,7 @@ void za_volume_write_ref(struct za_volume *v, struct za_vol_req *r,
 {
 	int ret;
 
+	v->user_ops++;
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
@@ -1060,6 +1087,7 @@ static void unmap_req(struct za_volume *v, struct za_vol_req *r, uint8_t op,
 {
 	int ret;
 
+	v->user_ops++;
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
@@ -1167,6 +1195,7 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	struct read_walk w = { v, r, buf, off / 4096 };
 	int ret;
 
+	v->user_ops++;
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
@@ -1218,6 +1247,12 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 #define GC_READ_BLOCKS 256u
 /* gc.kind of a checkpoint group: no map entry points there. */
 #define GC_KIND_CKPT 0xffu
+/* Victims of more live data than this are not worth moving. */
+#define GC_MAX_U 0.95
+/* GC while idle moves only victims that free half their zones or more. */
+#define GC_IDLE_MAX_U 0.5
+/* ... and stops when this many in a row left free space no higher. */
+#define GC_IDLE_TRIES 4
 
 struct gc_read {
 	struct za_read er;
@@ -1228,6 +1263,7 @@ struct gc_read {
 };
 
 static void gc_finish(struct za_volume *v, int err);
+static void gc_start(struct za_volume *v);
 
 static bool gc_needed(const struct za_volume *v)
 {
@@ -1260,8 +1296,9 @@ static int gc_collect(void *priv, uint64_t lba, uint64_t n,
 	return 0;
 }
 
-/* The best victim, or false if none is worth it. */
-static bool gc_choose(struct za_volume *v, uint64_t *victim, uint8_t *kind)
+/* The best victim of at most @max_u live, or false if none is worth it. */
+static bool gc_choose(struct za_volume *v, double max_u, uint64_t *victim,
+		      uint8_t *kind)
 {
 	static uint64_t ids[4096];
 	struct za_group_info *gi = malloc(sizeof(*gi));
@@ -1306,8 +1343,8 @@ static bool gc_choose(struct za_volume *v, uint64_t *victim, uint8_t *kind)
 					     (double)sp.data_blocks_per_seg :
 				     zones;
 		u = live_zones / zones;
-		if (u > 0.95)
-			continue; /* nothing to gain */
+		if (u > max_u)
+			continue; /* nothing (or too little) to gain */
 		score = (1 - u) * (double)(maxid - ids[i] + 1) / (1 + u);
 		if (!found || score > best) {
 			best = score;
@@ -1594,10 +1631,19 @@ static void gc_kick(struct za_volume *v)
 		resume_stalled(v);
 		return;
 	}
-	if (!gc_choose(v, &gc->victim, &gc->kind)) {
+	if (!gc_choose(v, GC_MAX_U, &gc->victim, &gc->kind)) {
 		resume_stalled(v);
 		return;
 	}
+	gc->idle_victim = false;
+	gc_start(v);
+}
+
+/* Move the live data out of gc->victim, then release it. */
+static void gc_start(struct za_volume *v)
+{
+	struct gc *gc = &v->gc;
+
 	memset(&gc->flush, 0, sizeof(gc->flush));
 	gc->active = true;
 	gc->error = 0;
@@ -1615,14 +1661,70 @@ static void gc_kick(struct za_volume *v)
 		struct za_engine_space sp;
 
 		za_engine_space(v->eng, &sp);
-		za_log_debug("gc: group %llu: %zu extents to move; free %llu "
-			     "of %llu segments, write set %llu",
+		za_log_debug("gc%s: group %llu: %zu extents to move; free "
+			     "%llu of %llu segments, write set %llu",
+			     gc->idle_victim ? " (idle)" : "",
 			     (unsigned long long)gc->victim, gc->nr_ext,
 			     (unsigned long long)sp.free_segs,
 			     (unsigned long long)sp.total_segs,
 			     (unsigned long long)sp.write_set_segs);
 	}
 	gc_pump(v);
+}
+
+/*
+ * GC while idle. Foreground GC keeps free space just below its start
+ * point, so a burst of writes after a quiet spell meets GC at once and
+ * shares the loop, the worker and the drives with it. When no request
+ * came during a whole tick and nothing is in flight, one victim at most
+ * half live (it frees at least half the zones it holds) is moved, one per
+ * tick, until the free segments reach twice GC's start point (not while
+ * the engine works for a rebuild or a scrub either). If
+ * GC_IDLE_TRIES victims in a row leave free space no higher than it was
+ * (with tiny zones the flush after each victim pads a stripe that can
+ * cost what the victim frees), it waits for requests to come again: an
+ * idle volume does not churn. Requests never wait for it: it starts
+ * nothing while they come, and a victim it started is one foreground GC
+ * would move the same way.
+ */
+static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct za_volume *v = w->data;
+	struct gc *gc = &v->gc;
+	struct za_engine_space sp;
+	bool quiet = v->user_ops == gc->idle_ops;
+
+	(void)loop;
+	(void)revents;
+	gc->idle_ops = v->user_ops;
+	if (!quiet) {
+		gc->idle_futile = false;
+		gc->idle_base = 0;
+		gc->idle_runs = 0;
+		return;
+	}
+	/* The engine's own work (a rebuild, a scrub) counts as not idle. */
+	if (gc->idle_futile || gc->stopped || v->error || !v->ep_head ||
+	    za_volume_busy(v) || za_engine_busy(v->eng))
+		return;
+	za_engine_space(v->eng, &sp);
+	if (!gc->idle_runs || sp.free_segs > gc->idle_base) {
+		gc->idle_base = sp.free_segs;
+		gc->idle_runs = 0;
+	} else if (gc->idle_runs >= GC_IDLE_TRIES) {
+		gc->idle_futile = true;
+		za_log_debug("gc (idle): %u victims freed nothing; waiting for "
+			     "requests",
+			     gc->idle_runs);
+		return;
+	}
+	if (sp.free_segs >= 2 * gc_start_segs(&sp) ||
+	    !gc_choose(v, GC_IDLE_MAX_U, &gc->victim, &gc->kind))
+		return;
+	gc->idle_runs++;
+	gc->idle_victim = true;
+	v->st.gc_idle_runs++;
+	gc_start(v);
 }
 
 /* ---- checkpoints ---- */

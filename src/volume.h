@@ -45,6 +45,12 @@ struct za_volume_params {
 	uint64_t ckpt_interval_bytes;
 	unsigned ckpt_window; /* checkpoint parts in flight; 0: 8 */
 	bool recover_full; /* recovery ignores checkpoints: replays all */
+	/*
+	 * Garbage collection while idle: checked every this many ms (0:
+	 * never); when no request came since the last check, victims at
+	 * most half live are moved until twice GC's start point is free.
+	 */
+	unsigned idle_gc_ms;
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -171,6 +177,7 @@ struct za_volume_stats {
 	uint64_t data_stripes, padded_stripes, journal_blocks;
 	uint64_t flushes;
 	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
+	uint64_t gc_idle_runs; /* of gc_runs, started while idle */
 	uint64_t map_extents, map_bytes;
 	uint64_t buffers; /* stripe buffers alive (in memory only) */
 	uint64_t checkpoints, checkpoint_failures; /* written, given up */

@@ -5,7 +5,7 @@
 # (and keeps serving), exits 0 on SIGTERM, SIGINT and `zarray shutdown`
 # and removes its socket, replaces the stale socket a killed daemon left,
 # and without -f returns only once it serves. Bad zarrayd command lines
-# (--poll-us out of range too) exit 2, and --poll-us 0 serves; a run directory it cannot create exits 1 with the reason.
+# (--poll-us and --idle-gc-ms out of range too) exit 2, and --poll-us 0 serves; a run directory it cannot create exits 1 with the reason.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 
@@ -88,6 +88,11 @@ for v in -1 100001 5x "" " 5"; do
 	expect_fail 2 "zarrayd --poll-us '$v'" "$ZARRAYD" -f --poll-us "$v"
 	grep -q "^zarrayd: --poll-us is a number of microseconds from 0 to 100000, not '$v'" "$SCRATCH/err" ||
 		fail "--poll-us '$v': $(cat "$SCRATCH/err")"
+done
+for v in -1 60001 5x "" " 5"; do
+	expect_fail 2 "zarrayd --idle-gc-ms '$v'" "$ZARRAYD" -f --idle-gc-ms "$v"
+	grep -q "^zarrayd: --idle-gc-ms is a number of milliseconds from 0 to 60000, not '$v'" "$SCRATCH/err" ||
+		fail "--idle-gc-ms '$v': $(cat "$SCRATCH/err")"
 done
 "$ZARRAYD" --help >"$SCRATCH/help" || fail "zarrayd --help: exit $?"
 grep -q "^Usage: zarrayd \[-s SOCKET\] \[--run-dir DIR\] \[--state-dir DIR\] \[-f\] \[-v\]" "$SCRATCH/help" &&

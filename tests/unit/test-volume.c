@@ -62,6 +62,7 @@ struct tvol {
 	unsigned ckpt_window;
 	bool recover_full;
 	bool prealloc; /* drives whose data the engine stages */
+	unsigned idle_gc_ms; /* za_volume_params.idle_gc_ms */
 };
 
 static void tvol_start(struct tvol *t, bool recover);
@@ -197,6 +198,7 @@ static void tvol_start(struct tvol *t, bool recover)
 	vp.ckpt_interval_bytes = t->ckpt_interval;
 	vp.ckpt_window = t->ckpt_window;
 	vp.recover_full = t->recover_full;
+	vp.idle_gc_ms = t->idle_gc_ms;
 	ck_assert_int_eq(za_volume_new(t->io, &vp, &t->v), 0);
 	if (recover)
 		ck_assert_int_eq(za_volume_recover(t->v), 0);
@@ -492,6 +494,77 @@ START_TEST(test_gc_overwrite)
 	ck_assert_uint_gt(st.gc_runs, 0);
 	ck_assert_uint_gt(st.gc_freed_groups, 0);
 	ck_assert_uint_gt(st.gc_moved_blocks, 0);
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
+ * GC while idle: half the volume written twice leaves the first copy's
+ * groups dead, with free space above GC's start point, so foreground GC
+ * leaves them be. A volume left idle then releases them (_i 1) - more
+ * free segments, nothing lost, and it stops short of churning: a second
+ * idle spell finds nothing more to do - while one that does not GC when
+ * idle (_i 0) stays as it was. Requests during a spell hold it back: a
+ * tick that saw one starts no victim.
+ */
+START_TEST(test_gc_idle)
+{
+	const bool idle = _i == 1;
+	struct za_volume_stats st0, st1, st2;
+	struct za_engine_space sp0, sp1, sp2;
+	uint64_t vb, lba, half;
+	bool never = false;
+	struct tvol t;
+	unsigned pass;
+
+	rng = 4300 + (uint64_t)_i;
+	tvol_init(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	t.idle_gc_ms = idle ? 10 : 0;
+	tvol_create(&t);
+	vb = t.vol_blocks;
+	half = vb / 2;
+	for (pass = 0; pass < 2; pass++)
+		for (lba = 0; lba + 16 <= half; lba += 16)
+			write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st0);
+	za_engine_space(t.e, &sp0);
+
+	/* Busy: a read every 2 ms for 100 ms starts nothing. */
+	for (pass = 0; pass < 50; pass++) {
+		check_range(&t, rnd() % (vb - 1), 1);
+		za_io_run_until(t.io, &never, 2000000);
+	}
+	za_volume_get_stats(t.v, &st1);
+	ck_assert_uint_eq(st1.gc_idle_runs, 0);
+
+	/* Idle for 300 ms. */
+	za_io_run_until(t.io, &never, 300000000);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_volume_get_stats(t.v, &st1);
+	za_engine_space(t.e, &sp1);
+	if (idle) {
+		ck_assert_uint_gt(st1.gc_idle_runs, 0);
+		ck_assert_uint_gt(st1.gc_freed_groups, st0.gc_freed_groups);
+		ck_assert_uint_gt(sp1.free_segs, sp0.free_segs);
+	} else {
+		ck_assert_uint_eq(st1.gc_runs, st0.gc_runs);
+		ck_assert_uint_eq(sp1.free_segs, sp0.free_segs);
+	}
+	check_range(&t, 0, vb);
+
+	/* A second spell: what was worth moving was moved. */
+	za_io_run_until(t.io, &never, 200000000);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_volume_get_stats(t.v, &st2);
+	za_engine_space(t.e, &sp2);
+	ck_assert_uint_eq(st2.gc_runs, st1.gc_runs);
+	ck_assert_uint_eq(sp2.free_segs, sp1.free_segs);
+
 	tvol_crash_and_recover(&t, 0);
 	check_range(&t, 0, vb);
 	tvol_free(&t);
@@ -1781,6 +1854,7 @@ int main(void)
 	tcase_add_test(tc, test_small_sync_writes_use_journal);
 	tcase_add_loop_test(tc, test_write_ref_payload, 0, 4);
 	tcase_add_test(tc, test_gc_overwrite);
+	tcase_add_loop_test(tc, test_gc_idle, 0, 2);
 	if (getenv("ZA_TEST_ONLY_GC")) {
 		Suite *g = suite_create("gc");
 		TCase *gt = tcase_create("gc");
