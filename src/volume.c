@@ -117,6 +117,7 @@ struct gc {
 	struct za_vol_req flush;
 	/* GC while the volume is idle (za_volume_params.idle_gc_ms). */
 	ev_timer idle_w;
+	unsigned idle_ms; /* za_volume_params.idle_gc_ms */
 	bool idle_on; /* the timer runs */
 	bool idle_victim; /* the running victim was started by it */
 	bool idle_futile; /* it gained nothing: wait for requests */
@@ -449,6 +450,27 @@ static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 	za_engine_write(v->eng, b->s);
 }
 
+/*
+ * Every request of the volume's user passes here first. The first one
+ * arms GC while idle: not before, because until the volume serves,
+ * recovery may still be building the map and the live counters, and a
+ * group whose counter is not built yet looks dead (a victim released
+ * then was data lost: tests/lifecycle-daemon.sh, test_gc_idle).
+ */
+static void user_op(struct za_volume *v)
+{
+	v->user_ops++;
+	if (v->gc.idle_ms && !v->gc.idle_on) {
+		double t = v->gc.idle_ms / 1000.0;
+
+		ev_timer_init(&v->gc.idle_w, gc_idle_cb, t, t);
+		v->gc.idle_w.data = v;
+		ev_timer_start(za_io_loop(v->io), &v->gc.idle_w);
+		ev_unref(za_io_loop(v->io)); /* keeps no loop running */
+		v->gc.idle_on = true;
+	}
+}
+
 /* ---- construction ---- */
 
 int za_volume_new(struct za_io *io, const struct za_volume_params *p,
@@ -507,15 +529,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	/* The first write must see how much space there is (and recovery
 	 * looks again, once it knows what the drives hold). */
 	v->critical = space_critical(v);
-	if (p->idle_gc_ms) {
-		double t = p->idle_gc_ms / 1000.0;
-
-		ev_timer_init(&v->gc.idle_w, gc_idle_cb, t, t);
-		v->gc.idle_w.data = v;
-		ev_timer_start(za_io_loop(io), &v->gc.idle_w);
-		ev_unref(za_io_loop(io)); /* keeps no loop running */
-		v->gc.idle_on = true;
-	}
+	v->gc.idle_ms = p->idle_gc_ms; /* armed by the first request */
 	*out = v;
 	return 0;
 
@@ -737,7 +751,7 @@ static void flush_enqueue(struct za_volume *v, struct za_vol_req *r)
 
 void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
 {
-	v->user_ops++;
+	user_op(v);
 	req_init(v, r);
 	flush_enqueue(v, r);
 }
@@ -926,7 +940,7 @@ void za_volume_write_ref(struct za_volume *v, struct za_vol_req *r,
 {
 	int ret;
 
-	v->user_ops++;
+	user_op(v);
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
@@ -1087,7 +1101,7 @@ static void unmap_req(struct za_volume *v, struct za_vol_req *r, uint8_t op,
 {
 	int ret;
 
-	v->user_ops++;
+	user_op(v);
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
@@ -1195,7 +1209,7 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	struct read_walk w = { v, r, buf, off / 4096 };
 	int ret;
 
-	v->user_ops++;
+	user_op(v);
 	req_init(v, r);
 	ret = check_range(v, off, len);
 	if (ret) {
