@@ -91,6 +91,21 @@ static void usage(FILE *f)
 		ZA_ARRAY_MAX_READ_ERRORS, ZA_ARRAY_IDLE_GC_MS, ZAD_POLL_US);
 }
 
+/*
+ * A decimal count from 0 to @max, digits only: strtoul() alone would take
+ * "-1" (as ULONG_MAX), "+5" and " 5".
+ */
+static bool parse_count(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	if (!*s || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+		return false;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return !*end && !errno && *out <= max;
+}
+
 /* The daemon changes to / : make every path absolute first. */
 static char *absolute(const char *path)
 {
@@ -247,14 +262,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case O_MAX_READ_ERRORS: {
-			char *end;
 			unsigned long n;
 
-			errno = 0;
-			n = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno || n > 1000000 ||
-			    optarg[0] == '-' || optarg[0] == '+' ||
-			    optarg[0] == ' ') {
+			if (!parse_count(optarg, 1000000, &n)) {
 				fprintf(stderr,
 					"zarrayd: --max-read-errors is a "
 					"number from 0 to 1000000, not '%s'\n",
@@ -265,13 +275,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_POLL_US: {
-			char *end;
-
-			errno = 0;
-			poll_us = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno ||
-			    poll_us > ZAD_POLL_US_MAX || optarg[0] == '-' ||
-			    optarg[0] == '+' || optarg[0] == ' ') {
+			if (!parse_count(optarg, ZAD_POLL_US_MAX, &poll_us)) {
 				fprintf(stderr,
 					"zarrayd: --poll-us is a number of "
 					"microseconds from 0 to %u, not '%s'\n",
@@ -281,14 +285,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_IDLE_GC_MS: {
-			char *end;
 			unsigned long n;
 
-			errno = 0;
-			n = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || errno ||
-			    n > ZA_ARRAY_IDLE_GC_MS_MAX || optarg[0] == '-' ||
-			    optarg[0] == '+' || optarg[0] == ' ') {
+			if (!parse_count(optarg, ZA_ARRAY_IDLE_GC_MS_MAX, &n)) {
 				fprintf(stderr,
 					"zarrayd: --idle-gc-ms is a number of "
 					"milliseconds from 0 to %u, not '%s'\n",
