@@ -119,8 +119,6 @@ struct gc {
 	ev_timer idle_w;
 	unsigned idle_ms; /* za_volume_params.idle_gc_ms */
 	bool idle_on; /* the timer runs */
-	bool idle_victim; /* the running victim was started by it */
-	bool idle_futile; /* it gained nothing: wait for requests */
 	uint64_t idle_ops; /* user_ops at the last tick */
 	uint64_t idle_base; /* free segments when its progress was last seen */
 	unsigned idle_runs; /* victims it started since then */
@@ -200,7 +198,7 @@ struct za_volume {
 };
 
 static void gc_kick(struct za_volume *v);
-static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void gc_idle_set(struct za_volume *v, bool on);
 static bool space_critical(struct za_volume *v);
 static void ckpt_kick(struct za_volume *v);
 static void resume_stalled(struct za_volume *v);
@@ -451,24 +449,18 @@ static void vbuf_submit(struct za_volume *v, struct vbuf *b)
 }
 
 /*
- * Every request of the volume's user passes here first. The first one
- * arms GC while idle: not before, because until the volume serves,
- * recovery may still be building the map and the live counters, and a
- * group whose counter is not built yet looks dead (a victim released
- * then was data lost: tests/lifecycle-daemon.sh, test_gc_idle).
+ * Every request of the volume's user passes here first, and arms GC while
+ * idle if its timer stopped (it stops when it finds nothing to do, so an
+ * idle daemon sleeps). Never before the first request: until the volume
+ * serves, recovery may still be building the map and the live counters,
+ * and a group whose counter is not built yet looks dead (a victim
+ * released then was data lost: tests/lifecycle-daemon.sh, test_gc_idle).
  */
 static void user_op(struct za_volume *v)
 {
 	v->user_ops++;
-	if (v->gc.idle_ms && !v->gc.idle_on) {
-		double t = v->gc.idle_ms / 1000.0;
-
-		ev_timer_init(&v->gc.idle_w, gc_idle_cb, t, t);
-		v->gc.idle_w.data = v;
-		ev_timer_start(za_io_loop(v->io), &v->gc.idle_w);
-		ev_unref(za_io_loop(v->io)); /* keeps no loop running */
-		v->gc.idle_on = true;
-	}
+	if (v->gc.idle_ms && !v->gc.idle_on)
+		gc_idle_set(v, true);
 }
 
 /* ---- construction ---- */
@@ -563,10 +555,8 @@ void za_volume_free(struct za_volume *v)
 	if (!v)
 		return;
 	assert(!za_volume_busy(v));
-	if (v->gc.idle_on) {
-		ev_ref(za_io_loop(v->io));
-		ev_timer_stop(za_io_loop(v->io), &v->gc.idle_w);
-	}
+	if (v->gc.idle_on)
+		gc_idle_set(v, false);
 	for (i = 0; i < BUF_HASH; i++)
 		while (v->bhash[i])
 			vbuf_release(v->bhash[i]);
@@ -1277,7 +1267,7 @@ struct gc_read {
 };
 
 static void gc_finish(struct za_volume *v, int err);
-static void gc_start(struct za_volume *v);
+static void gc_start(struct za_volume *v, bool idle);
 
 static bool gc_needed(const struct za_volume *v)
 {
@@ -1649,12 +1639,12 @@ static void gc_kick(struct za_volume *v)
 		resume_stalled(v);
 		return;
 	}
-	gc->idle_victim = false;
-	gc_start(v);
+	gc_start(v, false);
 }
 
-/* Move the live data out of gc->victim, then release it. */
-static void gc_start(struct za_volume *v)
+/* Move the live data out of gc->victim (chosen while @idle), then release
+ * it. */
+static void gc_start(struct za_volume *v, bool idle)
 {
 	struct gc *gc = &v->gc;
 
@@ -1677,7 +1667,7 @@ static void gc_start(struct za_volume *v)
 		za_engine_space(v->eng, &sp);
 		za_log_debug("gc%s: group %llu: %zu extents to move; free "
 			     "%llu of %llu segments, write set %llu",
-			     gc->idle_victim ? " (idle)" : "",
+			     idle ? " (idle)" : "",
 			     (unsigned long long)gc->victim, gc->nr_ext,
 			     (unsigned long long)sp.free_segs,
 			     (unsigned long long)sp.total_segs,
@@ -1693,13 +1683,13 @@ static void gc_start(struct za_volume *v)
  * came during a whole tick and nothing is in flight, one victim at most
  * half live (it frees at least half the zones it holds) is moved, one per
  * tick, until the free segments reach twice GC's start point (not while
- * the engine works for a rebuild or a scrub either). If
- * GC_IDLE_TRIES victims in a row leave free space no higher than it was
+ * the engine works for a rebuild or a scrub either). Then, or when
+ * GC_IDLE_TRIES victims in a row left free space no higher than it was
  * (with tiny zones the flush after each victim pads a stripe that can
- * cost what the victim frees), it waits for requests to come again: an
- * idle volume does not churn. Requests never wait for it: it starts
- * nothing while they come, and a victim it started is one foreground GC
- * would move the same way.
+ * cost what the victim frees), the timer stops until the next request:
+ * an idle volume neither churns nor wakes the loop. Requests never wait
+ * for it: it starts nothing while they come, and a victim it started is
+ * one foreground GC would move the same way.
  */
 static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -1712,33 +1702,57 @@ static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	gc->idle_ops = v->user_ops;
 	if (!quiet) {
-		gc->idle_futile = false;
-		gc->idle_base = 0;
 		gc->idle_runs = 0;
 		return;
 	}
+	if (gc->stopped || v->error) {
+		gc_idle_set(v, false);
+		return;
+	}
 	/* The engine's own work (a rebuild, a scrub) counts as not idle. */
-	if (gc->idle_futile || gc->stopped || v->error || !v->ep_head ||
-	    za_volume_busy(v) || za_engine_busy(v->eng))
+	if (za_volume_busy(v) || za_engine_busy(v->eng))
 		return;
 	za_engine_space(v->eng, &sp);
 	if (!gc->idle_runs || sp.free_segs > gc->idle_base) {
 		gc->idle_base = sp.free_segs;
 		gc->idle_runs = 0;
 	} else if (gc->idle_runs >= GC_IDLE_TRIES) {
-		gc->idle_futile = true;
 		za_log_debug("gc (idle): %u victims freed nothing; waiting for "
 			     "requests",
 			     gc->idle_runs);
+		gc_idle_set(v, false);
 		return;
 	}
 	if (sp.free_segs >= 2 * gc_start_segs(&sp) ||
-	    !gc_choose(v, GC_IDLE_MAX_U, &gc->victim, &gc->kind))
+	    !gc_choose(v, GC_IDLE_MAX_U, &gc->victim, &gc->kind)) {
+		gc_idle_set(v, false);
 		return;
+	}
 	gc->idle_runs++;
-	gc->idle_victim = true;
 	v->st.gc_idle_runs++;
-	gc_start(v);
+	gc_start(v, true);
+}
+
+/* Start or stop the idle timer. It never keeps the loop running. */
+static void gc_idle_set(struct za_volume *v, bool on)
+{
+	struct ev_loop *loop = za_io_loop(v->io);
+	struct gc *gc = &v->gc;
+
+	if (on) {
+		double t = gc->idle_ms / 1000.0;
+
+		ev_timer_init(&gc->idle_w, gc_idle_cb, t, t);
+		gc->idle_w.data = v;
+		ev_timer_start(loop, &gc->idle_w);
+		ev_unref(loop);
+		gc->idle_ops = v->user_ops;
+		gc->idle_runs = 0;
+	} else {
+		ev_ref(loop);
+		ev_timer_stop(loop, &gc->idle_w);
+	}
+	gc->idle_on = on;
 }
 
 /* ---- checkpoints ---- */
