@@ -208,6 +208,43 @@ static void json_export(FILE *f, const Zarray__ArrayStatus *a)
 	fputc('}', f);
 }
 
+/* The volume's counters, or null while it is being assembled. */
+static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
+{
+	if (!v) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f,
+		"{\"live_bytes\":%llu,\"read_bytes\":%llu,"
+		"\"written_bytes\":%llu,\"flushes\":%llu,"
+		"\"data_stripes\":%llu,\"padded_stripes\":%llu,"
+		"\"journal_writes\":%llu,\"gc\":{\"runs\":%llu,"
+		"\"idle_runs\":%llu,\"moved_bytes\":%llu,"
+		"\"freed_groups\":%llu,\"writes_stalled\":%llu},"
+		"\"map\":{\"extents\":%llu,\"bytes\":%llu},"
+		"\"checkpoint\":{\"written\":%llu,\"failed\":%llu,"
+		"\"seq\":%llu},\"recovered_stripes\":%llu}",
+		(unsigned long long)v->live_bytes,
+		(unsigned long long)v->read_bytes,
+		(unsigned long long)v->written_bytes,
+		(unsigned long long)v->flushes,
+		(unsigned long long)v->data_stripes,
+		(unsigned long long)v->padded_stripes,
+		(unsigned long long)v->journal_writes,
+		(unsigned long long)v->gc_runs,
+		(unsigned long long)v->gc_idle_runs,
+		(unsigned long long)v->gc_moved_bytes,
+		(unsigned long long)v->gc_freed_groups,
+		(unsigned long long)v->writes_stalled,
+		(unsigned long long)v->map_extents,
+		(unsigned long long)v->map_bytes,
+		(unsigned long long)v->checkpoints,
+		(unsigned long long)v->checkpoint_failures,
+		(unsigned long long)v->checkpoint_seq,
+		(unsigned long long)v->recovered_stripes);
+}
+
 void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 {
 	size_t i;
@@ -249,6 +286,12 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 			(unsigned long long)(m->has_repaired_bytes ?
 						     m->repaired_bytes :
 						     0));
+		fprintf(f, ",\"read_bytes\":%llu,\"written_bytes\":%llu",
+			(unsigned long long)(m->has_read_bytes ? m->read_bytes :
+								 0),
+			(unsigned long long)(m->has_written_bytes ?
+						     m->written_bytes :
+						     0));
 		/* zarray replace: the new member's index, null if none. */
 		if (m->has_replaced_by)
 			fprintf(f, ",\"replaced_by\":%u}", m->replaced_by);
@@ -261,7 +304,9 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 			fputc(',', f);
 		za_cli_json_job(f, a->jobs[i]);
 	}
-	fprintf(f, "]}");
+	fprintf(f, "],\"volume\":");
+	json_volume(f, a->volume);
+	fputc('}', f);
 }
 
 /* The path of member @idx, or "?" (a daemon's answer is not trusted). */
@@ -273,6 +318,61 @@ static const char *replacement_path(const Zarray__ArrayStatus *a, uint32_t idx)
 		if (a->members[i]->index == idx)
 			return a->members[i]->path;
 	return "?";
+}
+
+/*
+ * The volume's lines: what it holds, what users and garbage collection
+ * did since zarrayd assembled it, and the device bytes that cost (write
+ * amplification, rebuilds and scrubs included).
+ */
+static void print_volume_text(const Zarray__ArrayStatus *a)
+{
+	const Zarray__VolumeStatus *v = a->volume;
+	char b1[32], b2[32], b3[32];
+	uint64_t dev_w = 0;
+	size_t i;
+
+	if (!v) {
+		printf("  volume  being assembled\n");
+		return;
+	}
+	for (i = 0; i < a->n_members; i++)
+		if (a->members[i]->has_written_bytes)
+			dev_w += a->members[i]->written_bytes;
+	printf("  volume  live %s, map %llu extent%s (%s)\n",
+	       za_fmt_size(v->live_bytes, b1, sizeof(b1)),
+	       (unsigned long long)v->map_extents,
+	       v->map_extents == 1 ? "" : "s",
+	       za_fmt_size(v->map_bytes, b2, sizeof(b2)));
+	printf("          since start: written %s, read %s, %llu flushes; "
+	       "devices written %s",
+	       za_fmt_size(v->written_bytes, b1, sizeof(b1)),
+	       za_fmt_size(v->read_bytes, b2, sizeof(b2)),
+	       (unsigned long long)v->flushes,
+	       za_fmt_size(dev_w, b3, sizeof(b3)));
+	if (v->written_bytes)
+		printf(" (%.2f per byte)",
+		       (double)dev_w / (double)v->written_bytes);
+	printf("\n");
+	printf("          gc %llu runs (%llu idle), moved %s, %llu writes "
+	       "stalled\n",
+	       (unsigned long long)v->gc_runs,
+	       (unsigned long long)v->gc_idle_runs,
+	       za_fmt_size(v->gc_moved_bytes, b1, sizeof(b1)),
+	       (unsigned long long)v->writes_stalled);
+	if (v->checkpoint_seq)
+		printf("          checkpoint at sequence %llu",
+		       (unsigned long long)v->checkpoint_seq);
+	else
+		printf("          no checkpoint yet");
+	/* A checkpoint that could not be written leaves recovery longer. */
+	if (v->checkpoint_failures)
+		printf(", %llu failed since start",
+		       (unsigned long long)v->checkpoint_failures);
+	if (v->recovered_stripes)
+		printf("; %llu stripes replayed at assembly",
+		       (unsigned long long)v->recovered_stripes);
+	printf("\n");
 }
 
 static void print_array_text(const Zarray__ArrayStatus *a)
@@ -293,6 +393,7 @@ static void print_array_text(const Zarray__ArrayStatus *a)
 	printf("  export  %s\n", a->export_uri ? a->export_uri : "none");
 	if (a->export_tcp_uri)
 		printf("          %s\n", a->export_tcp_uri);
+	print_volume_text(a);
 	for (i = 0; i < a->n_members; i++)
 		if (strlen(a->members[i]->path) > w)
 			w = strlen(a->members[i]->path);

@@ -1335,6 +1335,33 @@ struct za_volume *za_array_volume(struct za_array *a)
 	return a->vol;
 }
 
+/* The volume's counters in the array's terms (bytes, not blocks). */
+static void volume_status(const struct za_volume *v,
+			  struct za_array_volume_status *o)
+{
+	struct za_volume_stats vs;
+
+	za_volume_get_stats(v, &vs);
+	o->live_bytes = vs.live_blocks * 4096;
+	o->read_bytes = vs.user_read_bytes;
+	o->written_bytes = vs.user_write_bytes;
+	o->flushes = vs.flushes;
+	o->data_stripes = vs.data_stripes;
+	o->padded_stripes = vs.padded_stripes;
+	o->journal_writes = vs.journal_blocks;
+	o->gc_runs = vs.gc_runs;
+	o->gc_idle_runs = vs.gc_idle_runs;
+	o->gc_moved_bytes = vs.gc_moved_blocks * 4096;
+	o->gc_freed_groups = vs.gc_freed_groups;
+	o->writes_stalled = vs.writes_stalled;
+	o->map_extents = vs.map_extents;
+	o->map_bytes = vs.map_bytes;
+	o->checkpoints = vs.checkpoints;
+	o->checkpoint_failures = vs.checkpoint_failures;
+	o->checkpoint_seq = vs.checkpoint_seq;
+	o->recovered_stripes = vs.recovered_stripes;
+}
+
 int za_array_status(struct za_array *a, struct za_array_status *st)
 {
 	unsigned i, worst = 0;
@@ -1467,10 +1494,17 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		m->err_checksum = ms.err_checksum;
 		m->repaired_bytes = ms.repaired_bytes;
 		m->replaced_by = replacement_of(a, i);
+		if (a->devs[i]) {
+			m->read_bytes = a->devs[i]->stats.read_bytes;
+			m->written_bytes = a->devs[i]->stats.write_bytes;
+		}
 		used_zone_bytes += m->used_bytes;
 	}
 	/* Space allocated to segments, data share only. */
 	st->used_bytes = used_zone_bytes * st->k / (st->k + st->p);
+	if (a->vol)
+		volume_status(a->vol, &st->vol);
+	st->has_volume = a->vol != NULL;
 	return 0;
 }
 

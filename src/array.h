@@ -93,6 +93,23 @@ struct za_array_member_status {
 	uint64_t err_read, err_write, err_checksum; /* per member */
 	uint64_t repaired_bytes; /* data decoded because this member failed it */
 	int replaced_by; /* zarray replace: the new member's index; -1: none */
+	/* Device bytes read and written since assembly (0: no drive). */
+	uint64_t read_bytes, written_bytes;
+};
+
+/* The volume's counters since assembly, and what it holds now. */
+struct za_array_volume_status {
+	uint64_t live_bytes; /* user data in stripes GC must keep */
+	uint64_t read_bytes, written_bytes; /* by users */
+	uint64_t flushes;
+	uint64_t data_stripes, padded_stripes; /* padded: sealed by a flush */
+	uint64_t journal_writes; /* journal stripes (small synced writes) */
+	uint64_t gc_runs, gc_idle_runs, gc_moved_bytes, gc_freed_groups;
+	uint64_t writes_stalled; /* held back for GC's reserve */
+	uint64_t map_extents, map_bytes;
+	uint64_t checkpoints, checkpoint_failures;
+	uint64_t checkpoint_seq; /* what the live checkpoint covers; 0: none */
+	uint64_t recovered_stripes; /* replayed at assembly */
 };
 
 struct za_array_job_status {
@@ -131,6 +148,8 @@ struct za_array_status {
 	struct za_array_member_status *members; /* nr_members; free() it */
 	unsigned nr_jobs;
 	struct za_array_job_status jobs[ZA_ARRAY_MAX_JOBS];
+	bool has_volume; /* false while it is being assembled */
+	struct za_array_volume_status vol;
 };
 
 /* Fill @st (members[] is allocated; free it). Returns 0 or -ENOMEM. */

@@ -299,6 +299,38 @@ member_msg_new(const struct za_array_member_status *s)
 		m->has_replaced_by = true;
 		m->replaced_by = (uint32_t)s->replaced_by;
 	}
+	m->has_read_bytes = m->has_written_bytes = true;
+	m->read_bytes = s->read_bytes;
+	m->written_bytes = s->written_bytes;
+	return m;
+}
+
+static Zarray__VolumeStatus *
+volume_msg_new(const struct za_array_volume_status *s)
+{
+	Zarray__VolumeStatus *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	zarray__volume_status__init(m);
+	m->live_bytes = s->live_bytes;
+	m->read_bytes = s->read_bytes;
+	m->written_bytes = s->written_bytes;
+	m->flushes = s->flushes;
+	m->data_stripes = s->data_stripes;
+	m->padded_stripes = s->padded_stripes;
+	m->journal_writes = s->journal_writes;
+	m->gc_runs = s->gc_runs;
+	m->gc_idle_runs = s->gc_idle_runs;
+	m->gc_moved_bytes = s->gc_moved_bytes;
+	m->gc_freed_groups = s->gc_freed_groups;
+	m->writes_stalled = s->writes_stalled;
+	m->map_extents = s->map_extents;
+	m->map_bytes = s->map_bytes;
+	m->checkpoints = s->checkpoints;
+	m->checkpoint_failures = s->checkpoint_failures;
+	m->checkpoint_seq = s->checkpoint_seq;
+	m->recovered_stripes = s->recovered_stripes;
 	return m;
 }
 
@@ -312,6 +344,7 @@ static void array_msg_free(Zarray__ArrayStatus *m)
 		member_msg_free(m->members[i]);
 	free(m->members);
 	jobs_free(m->jobs, m->n_jobs);
+	free(m->volume);
 	free(m->name);
 	free(m->uuid);
 	free(m->export_uri);
@@ -356,6 +389,11 @@ static Zarray__ArrayStatus *array_msg_new(const struct za_array_status *st)
 	}
 	if (jobs_msg_new(st, 0, &m->jobs, &m->n_jobs) < 0)
 		goto err;
+	if (st->has_volume) {
+		m->volume = volume_msg_new(&st->vol);
+		if (!m->volume)
+			goto err;
+	}
 	return m;
 
 err:

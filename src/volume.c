@@ -2561,8 +2561,19 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 {
 	unsigned i;
 	const struct vbuf *b;
+	const struct live *l;
+	uint64_t ckpt_parts;
 
 	*st = v->st;
+	st->live_blocks = 0;
+	for (i = 0; i < LIVE_HASH; i++)
+		for (l = v->lhash[i]; l; l = l->next)
+			st->live_blocks += l->blocks;
+	/* Each checkpoint part counts one in its group's counter, to keep
+	 * GC off it; it is not user data. */
+	ckpt_parts = v->ck.live_nr + (v->ck.part_group ? v->ck.done_parts : 0);
+	st->live_blocks -= ckpt_parts < st->live_blocks ? ckpt_parts :
+							  st->live_blocks;
 	st->buffers = 0;
 	for (i = 0; i < BUF_HASH; i++)
 		for (b = v->bhash[i]; b; b = b->hnext)

@@ -179,6 +179,10 @@ struct za_volume_stats {
 	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
 	uint64_t gc_idle_runs; /* of gc_runs, started while idle */
 	uint64_t map_extents, map_bytes;
+	/* Blocks in stripes on the members that the map points to: what
+	 * garbage collection must keep (blocks still in buffers are not
+	 * counted). */
+	uint64_t live_blocks;
 	uint64_t buffers; /* stripe buffers alive (in memory only) */
 	uint64_t checkpoints, checkpoint_failures; /* written, given up */
 	uint64_t checkpoint_seq; /* sequence number the live checkpoint
