@@ -219,7 +219,7 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"{\"live_bytes\":%llu,\"read_bytes\":%llu,"
 		"\"written_bytes\":%llu,\"flushes\":%llu,"
 		"\"data_stripes\":%llu,\"padded_stripes\":%llu,"
-		"\"journal_writes\":%llu,\"gc\":{\"runs\":%llu,"
+		"\"journal_writes\":%llu,\"gc\":{\"active\":%s,\"runs\":%llu,"
 		"\"idle_runs\":%llu,\"moved_bytes\":%llu,"
 		"\"freed_groups\":%llu,\"writes_stalled\":%llu},"
 		"\"map\":{\"extents\":%llu,\"bytes\":%llu},"
@@ -232,6 +232,7 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		(unsigned long long)v->data_stripes,
 		(unsigned long long)v->padded_stripes,
 		(unsigned long long)v->journal_writes,
+		v->has_gc_active && v->gc_active ? "true" : "false",
 		(unsigned long long)v->gc_runs,
 		(unsigned long long)v->gc_idle_runs,
 		(unsigned long long)v->gc_moved_bytes,
@@ -355,11 +356,12 @@ static void print_volume_text(const Zarray__ArrayStatus *a)
 		       (double)dev_w / (double)v->written_bytes);
 	printf("\n");
 	printf("          gc %llu runs (%llu idle), moved %s, %llu writes "
-	       "stalled\n",
+	       "stalled%s\n",
 	       (unsigned long long)v->gc_runs,
 	       (unsigned long long)v->gc_idle_runs,
 	       za_fmt_size(v->gc_moved_bytes, b1, sizeof(b1)),
-	       (unsigned long long)v->writes_stalled);
+	       (unsigned long long)v->writes_stalled,
+	       v->has_gc_active && v->gc_active ? "; collecting now" : "");
 	if (v->checkpoint_seq)
 		printf("          checkpoint at sequence %llu",
 		       (unsigned long long)v->checkpoint_seq);

@@ -1354,6 +1354,7 @@ static void volume_status(const struct za_volume *v,
 	o->gc_moved_bytes = vs.gc_moved_blocks * 4096;
 	o->gc_freed_groups = vs.gc_freed_groups;
 	o->writes_stalled = vs.writes_stalled;
+	o->gc_active = vs.gc_active;
 	o->map_extents = vs.map_extents;
 	o->map_bytes = vs.map_bytes;
 	o->checkpoints = vs.checkpoints;

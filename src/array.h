@@ -106,6 +106,7 @@ struct za_array_volume_status {
 	uint64_t journal_writes; /* journal stripes (small synced writes) */
 	uint64_t gc_runs, gc_idle_runs, gc_moved_bytes, gc_freed_groups;
 	uint64_t writes_stalled; /* held back for GC's reserve */
+	bool gc_active; /* a victim is being collected now */
 	uint64_t map_extents, map_bytes;
 	uint64_t checkpoints, checkpoint_failures;
 	uint64_t checkpoint_seq; /* what the live checkpoint covers; 0: none */

@@ -325,6 +325,8 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->gc_moved_bytes = s->gc_moved_bytes;
 	m->gc_freed_groups = s->gc_freed_groups;
 	m->writes_stalled = s->writes_stalled;
+	m->has_gc_active = true;
+	m->gc_active = s->gc_active;
 	m->map_extents = s->map_extents;
 	m->map_bytes = s->map_bytes;
 	m->checkpoints = s->checkpoints;

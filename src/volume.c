@@ -2578,6 +2578,7 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 	for (i = 0; i < BUF_HASH; i++)
 		for (b = v->bhash[i]; b; b = b->hnext)
 			st->buffers++;
+	st->gc_active = v->gc.active;
 	st->map_extents = za_map_extents(v->map);
 	st->map_bytes = za_map_bytes(v->map);
 	st->checkpoint_seq = v->ck.live_seq;

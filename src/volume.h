@@ -178,6 +178,7 @@ struct za_volume_stats {
 	uint64_t flushes;
 	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
 	uint64_t gc_idle_runs; /* of gc_runs, started while idle */
+	bool gc_active; /* a victim is being collected now */
 	uint64_t map_extents, map_bytes;
 	/* Blocks in stripes on the members that the map points to: what
 	 * garbage collection must keep (blocks still in buffers are not
