@@ -3192,6 +3192,66 @@ static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
 			}
 }
 
+/*
+ * Columns whose place holds another segment's column: count them lost.
+ * The case of rec_drop_vanished(), one step further: a column moved off X
+ * onto Y by a replace that was then stopped, X back in service with the
+ * old zone reset and given back, and taken since by a new segment; then Y
+ * removed (every segment it held dead by then, though not yet released)
+ * or failed. After a restart nothing is read from Y and the other
+ * columns' headers name X's old zone as the column's first place - a zone
+ * now full of the new segment's column, not empty. Taken as the old
+ * segment's, its reads failed on X (the new segment's bytes, or nothing
+ * past its write pointer) until X was failed for read errors, and GC
+ * releasing the old segment reset the zone under the new one, whose
+ * column was gone (tools/zloop seed 7033: "lost, but no fault was
+ * injected"). So before pass 2 - which reads and completes columns at
+ * their places - a column of which pass 1 found no header anywhere, at a
+ * place whose first slot holds a valid header of another column, is
+ * detached; the zone stays its owner's. @rc->st is merged and sorted by
+ * segment here.
+ */
+static void rec_drop_foreign(struct rec_ctx *rc)
+{
+	struct za_engine *e = rc->e;
+	struct za_stripe_hdr h;
+	size_t i = 0, j;
+
+	while (i < rc->nr) {
+		struct za_segment *g = seg_find(e, rc->st[i].seg_id);
+		uint64_t found = 0;
+		unsigned c;
+
+		for (j = i; j < rc->nr && rc->st[j].seg_id == rc->st[i].seg_id;
+		     j++)
+			found |= rc->st[j].cols;
+		i = j;
+		for (c = 0; g && c < g->st->l.width; c++) {
+			struct member *m;
+			uint32_t z = g->zone[c];
+			uint64_t start;
+
+			if (col_absent(g, c) || (found >> c) & 1)
+				continue;
+			m = &e->m[g->member[c]];
+			start = (uint64_t)z * m->zone_bytes;
+			if (!readable(m) || m->zwp[z] <= start ||
+			    rec_read_hdr(rc, g->member[c], start, &h) ||
+			    hdr_at_zone(&h) != z ||
+			    (h.seg_id == g->id && h.col == c))
+				continue; /* empty (see below), or not known */
+			za_log_warn("recovery: segment %llu column %u: member "
+				    "%u zone %u holds segment %llu column %u; "
+				    "the column is lost",
+				    (unsigned long long)g->id, c, g->member[c],
+				    z, (unsigned long long)h.seg_id, h.col);
+			g->member[c] = ZA_STRIPE_MEMBER_ABSENT;
+			g->zone[c] = 0;
+			g->col_upto[c] = UINT32_MAX;
+		}
+	}
+}
+
 int za_engine_recover_from(
 	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
@@ -3241,6 +3301,7 @@ int za_engine_recover_from(
 		rc.st[o++] = rc.st[i];
 	}
 	rc.nr = o;
+	rec_drop_foreign(&rc);
 	/* Groups learn how far they were written. */
 	for (i = 0; i < rc.nr; i++) {
 		struct group *grp = group_find(e, rc.st[i].group_id);
