@@ -1193,6 +1193,18 @@ static void rel_done(void *priv, int result)
 	*r = result;
 }
 
+/* Release a group, as GC does once its data is dead, and wait for it. */
+static void release_group(struct tarr *t, uint64_t group_id)
+{
+	int rel = 1;
+
+	ck_assert_int_eq(
+		za_engine_group_release(t->e, group_id, rel_done, &rel), 0);
+	while (rel == 1)
+		za_io_run_once(t->io);
+	ck_assert_int_eq(rel, 0);
+}
+
 /*
  * Drain the member that holds column 1 of segment @seg_id; returns it
  * once its groups' zones are finished.
@@ -1355,7 +1367,6 @@ START_TEST(test_moved_old_zone_reused_copy_lost)
 	unsigned i, c, x, y, n = 40;
 	uint32_t z0;
 	bool reused = false;
-	int rel = 1;
 
 	rng = 0x7033ull;
 	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
@@ -1401,11 +1412,7 @@ START_TEST(test_moved_old_zone_reused_copy_lost)
 	ck_assert_uint_eq(ms.err_read, 0);
 	ck_assert_uint_eq(ms.err_checksum, 0);
 	/* Releasing the old segment's group leaves Z0 to its new owner. */
-	ck_assert_int_eq(
-		za_engine_group_release(t.e, w[0].group_id, rel_done, &rel), 0);
-	while (rel == 1)
-		za_io_run_once(t.io);
-	ck_assert_int_eq(rel, 0);
+	release_group(&t, w[0].group_id);
 	for (i = 0; i < n; i++)
 		if (w[i].group_id != w[0].group_id)
 			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
@@ -1437,7 +1444,6 @@ START_TEST(test_drain_release_restart)
 	struct za_seg_info si;
 	unsigned i, c, n = 0, x;
 	uint64_t gone = 0;
-	int rel = 1;
 
 	rng = 0xd7a2ull + _i;
 	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
@@ -1451,11 +1457,7 @@ START_TEST(test_drain_release_restart)
 		ck_assert_uint_eq(za_engine_member_refs(t.e, x), 0);
 	}
 	/* Release w[0]'s group: its stripes are dead from now on. */
-	ck_assert_int_eq(
-		za_engine_group_release(t.e, w[0].group_id, rel_done, &rel), 0);
-	while (rel == 1)
-		za_io_run_once(t.io);
-	ck_assert_int_eq(rel, 0);
+	release_group(&t, w[0].group_id);
 	for (i = 0; i < n; i++)
 		if (w[i].group_id == w[0].group_id) {
 			dead[i] = true;
@@ -1859,7 +1861,6 @@ START_TEST(test_released_partial_copy_restart)
 	uint64_t live[8] = { 0 };
 	struct za_seg_info si;
 	unsigned i, n, x, y;
-	int rel = 1;
 
 	rng = 0x7011ull;
 	y = move_col1_held(&t, w, &n, &x, live, &cr, &rs);
@@ -1872,11 +1873,7 @@ START_TEST(test_released_partial_copy_restart)
 	ck_assert_int_eq(za_engine_member_undrain(t.e, x), 0);
 	t.states[x] = ZA_MEMBER_ONLINE;
 	t.states[y] = ZA_MEMBER_DRAINING; /* as recorded at the kill */
-	ck_assert_int_eq(
-		za_engine_group_release(t.e, w[0].group_id, rel_done, &rel), 0);
-	while (rel == 1)
-		za_io_run_once(t.io);
-	ck_assert_int_eq(rel, 0);
+	release_group(&t, w[0].group_id);
 	n = write_until_full(&t, w, n, 200);
 	tarr_restart(&t);
 	ck_assert_int_eq(za_engine_member_state(t.e, y), ZA_MEMBER_DRAINING);
