@@ -1952,21 +1952,6 @@ static void ckpt_pump(struct za_volume *v)
 		ckpt_end(v, c->error);
 }
 
-static int ckpt_count(void *priv, uint64_t lba, uint64_t n,
-		      const struct za_map_loc *loc)
-{
-	uint64_t *extents = priv;
-
-	(void)lba;
-	(void)n;
-	if (!loc)
-		return 0;
-	if (loc->kind == ZA_MAP_BUFFER)
-		return -EBUSY; /* not quiet: no place on the drives yet */
-	(*extents)++;
-	return 0;
-}
-
 static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
 			   const struct za_map_loc *loc)
 {
@@ -1974,6 +1959,8 @@ static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
 
 	if (!loc)
 		return 0;
+	if (loc->kind == ZA_MAP_BUFFER)
+		return -EBUSY; /* not quiet: no place on the drives yet */
 	r.type = loc->kind == ZA_MAP_DATA ? ZA_CKPT_REC_DATA :
 					    ZA_CKPT_REC_JOURNAL;
 	r.lba = lba;
@@ -1993,7 +1980,7 @@ static int ckpt_snapshot(struct za_volume *v)
 	struct ckpt *c = &v->ck;
 	struct za_engine_stats es;
 	struct za_ckpt_writer *w;
-	uint64_t extents = 0, unmaps = 0, seq;
+	uint64_t extents, unmaps = 0, seq;
 	struct live *l;
 	uint32_t parts;
 	unsigned i, j;
@@ -2010,9 +1997,12 @@ static int ckpt_snapshot(struct za_volume *v)
 		return 1;
 	za_engine_get_stats(v->eng, &es);
 	seq = es.next_seq - 1;
-	ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_count, &extents);
-	if (ret)
-		return ret;
+	/*
+	 * Every extent lies inside [0, size_blocks) (the volume only
+	 * grows), so the walk below presents each of them once: the map's
+	 * own count is the record count, without a walk of its own.
+	 */
+	extents = za_map_extents(v->map);
 	for (i = 0; i < LIVE_HASH; i++)
 		for (l = v->lhash[i]; l; l = l->next) {
 			if (l->unmaps_lost)
@@ -2049,6 +2039,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	if (!ret)
 		ret = za_ckpt_writer_finish(w);
 	free(w);
+	if (ret == -EBUSY)
+		return ret; /* a block still in a buffer: not quiet after all */
 	if (ret) {
 		za_log_err("volume: checkpoint of sequence %llu: the map does "
 			   "not encode (%s)",
