@@ -269,7 +269,9 @@ static bool readable(const struct member *m)
  * must be reset like anyone's, or recovery after a restart finds the stale
  * headers, brings the segment back with its other zones, long since reset
  * and used again by other segments, and releasing it a second time resets
- * those (tools/zloop --drain, seed 9015).
+ * those (tools/zloop --drain, seed 9015). Recovery resets the zones
+ * nobody claims on the same members, for the same reason
+ * (test_drain_unclaimed_reset).
  */
 static bool resettable(const struct member *m)
 {
@@ -3379,9 +3381,12 @@ int za_engine_recover_from(
 		for (z = 0; z < m->nr_zones; z++) {
 			if (m->zkind[z] != Z_UNCLAIMED)
 				continue;
-			/* Only a writable drive is reset; keep the rest. */
+			/*
+			 * Reset where releases reset (resettable(): a
+			 * draining member too); keep the rest.
+			 */
 			m->zkind[z] = Z_USED;
-			if (!writable(m) ||
+			if (!resettable(m) ||
 			    za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
 					   (uint64_t)z * m->zone_bytes, NULL, 0,
 					   NULL))

@@ -1491,6 +1491,82 @@ START_TEST(test_drain_release_restart)
 END_TEST
 
 /*
+ * A zone of a draining member X that no segment holds at a restart is
+ * garbage like anyone's: recovery resets it and counts it free. Here X
+ * drains, column 1 of a segment moves off it onto Y, and X's old zone
+ * gets its old slots back, as when zarrayd is killed after the copy
+ * committed but before that zone was reset. Recovery kept such a zone
+ * on a draining member as it was (used, never reset); once the segment
+ * was released (its zones reset where its columns are now, not X's old
+ * one), the next restart found it there and brought it back.
+ */
+START_TEST(test_drain_unclaimed_reset)
+{
+	struct tarr t;
+	struct wrec w[40];
+	bool dead[40] = { 0 };
+	struct za_member_stats before, after;
+	struct za_seg_info si;
+	const struct za_stripe_layout *l;
+	uint8_t *old;
+	uint64_t base, len, off;
+	unsigned i, n = 40, x;
+
+	rng = 0xd4a1ull;
+	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
+	l = za_engine_layout(t.e);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(write_one(&t, &w[i], 4), 0);
+	x = drain_col1(&t, w[0].seg_id);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	ck_assert_uint_eq(si.members[1], x);
+	/* What X's zone of column 1 holds: the segment's written slots. */
+	base = (uint64_t)si.zones[1] * t.devs[x]->caps.zone_size_bytes;
+	len = (uint64_t)si.next_stripe * l->slot_bytes;
+	ck_assert_uint_gt(len, 0);
+	old = aligned_alloc(4096, len);
+	ck_assert_ptr_nonnull(old);
+	for (off = 0; off < len; off += l->slot_bytes)
+		ck_assert_int_eq(za_dev_io_sync(t.devs[x], ZA_DEV_OP_READ,
+						base + off, old + off,
+						l->slot_bytes, NULL),
+				 0);
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_uint_eq(za_engine_member_refs(t.e, x), 0);
+	za_engine_member_stats(t.e, x, &before);
+	/* The reset of X's old zone undone. */
+	for (off = 0; off < len; off += l->slot_bytes)
+		ck_assert_int_eq(za_dev_io_sync(t.devs[x], ZA_DEV_OP_WRITE,
+						base + off, old + off,
+						l->slot_bytes, NULL),
+				 0);
+	free(old);
+	tarr_restart(&t);
+	ck_assert_int_eq(za_engine_member_state(t.e, x), ZA_MEMBER_DRAINING);
+	za_engine_member_stats(t.e, x, &after);
+	ck_assert_msg(after.free_zones == before.free_zones &&
+			      after.used_zones == before.used_zones,
+		      "member %u: %llu free, %llu used after the restart; "
+		      "%llu and %llu before",
+		      x, (unsigned long long)after.free_zones,
+		      (unsigned long long)after.used_zones,
+		      (unsigned long long)before.free_zones,
+		      (unsigned long long)before.used_zones);
+	release_group(&t, w[0].group_id);
+	tarr_restart(&t);
+	ck_assert_msg(za_engine_seg_info(t.e, w[0].seg_id, &si) == -ENOENT,
+		      "released segment %llu is back after the restart",
+		      (unsigned long long)w[0].seg_id);
+	for (i = 0; i < n; i++)
+		if (w[i].group_id != w[0].group_id)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
  * A rebuild interrupted half way (the replacement drive vanishes while it
  * is paused) leaves a partial copy: a restart drops it, the column is
  * lost again, and a second rebuild finishes the job.
@@ -2513,6 +2589,7 @@ int main(void)
 	tcase_add_test(tc, test_moved_old_zone_free_after_restart);
 	tcase_add_test(tc, test_moved_old_zone_reused_copy_lost);
 	tcase_add_test(tc, test_released_partial_copy_restart);
+	tcase_add_test(tc, test_drain_unclaimed_reset);
 	tcase_add_loop_test(tc, test_drain_release_restart, 0, 2);
 	tcase_add_test(tc, test_header_absent);
 	tcase_add_test(tc, test_flush_lost_members);
