@@ -1491,6 +1491,26 @@ START_TEST(test_drain_release_restart)
 END_TEST
 
 /*
+ * After a restart: the segment of w[0], whose group was released, is not
+ * back, and every stripe of another group reads back.
+ */
+static void check_released_gone(struct tarr *t, const struct wrec *w,
+				unsigned n)
+{
+	struct za_seg_info si;
+	unsigned i;
+
+	ck_assert_msg(za_engine_seg_info(t->e, w[0].seg_id, &si) == -ENOENT,
+		      "released segment %llu is back after the restart",
+		      (unsigned long long)w[0].seg_id);
+	for (i = 0; i < n; i++)
+		if (w[i].group_id != w[0].group_id)
+			ck_assert_int_eq(check_one(t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+}
+
+/*
  * A zone of a draining member X that no segment holds at a restart is
  * garbage like anyone's: recovery resets it and counts it free. Here X
  * drains, column 1 of a segment moves off it onto Y, and X's old zone
@@ -1554,14 +1574,7 @@ START_TEST(test_drain_unclaimed_reset)
 		      (unsigned long long)before.used_zones);
 	release_group(&t, w[0].group_id);
 	tarr_restart(&t);
-	ck_assert_msg(za_engine_seg_info(t.e, w[0].seg_id, &si) == -ENOENT,
-		      "released segment %llu is back after the restart",
-		      (unsigned long long)w[0].seg_id);
-	for (i = 0; i < n; i++)
-		if (w[i].group_id != w[0].group_id)
-			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
-						   NULL),
-					 0);
+	check_released_gone(&t, w, n);
 	tarr_free(&t);
 }
 END_TEST
@@ -1935,8 +1948,7 @@ START_TEST(test_released_partial_copy_restart)
 	struct za_col_rebuild cr = { 0 };
 	struct rb_sync rs = { .hold_after = 2 };
 	uint64_t live[8] = { 0 };
-	struct za_seg_info si;
-	unsigned i, n, x, y;
+	unsigned n, x, y;
 
 	rng = 0x7011ull;
 	y = move_col1_held(&t, w, &n, &x, live, &cr, &rs);
@@ -1953,14 +1965,7 @@ START_TEST(test_released_partial_copy_restart)
 	n = write_until_full(&t, w, n, 200);
 	tarr_restart(&t);
 	ck_assert_int_eq(za_engine_member_state(t.e, y), ZA_MEMBER_DRAINING);
-	ck_assert_msg(za_engine_seg_info(t.e, w[0].seg_id, &si) == -ENOENT,
-		      "released segment %llu is back after the restart",
-		      (unsigned long long)w[0].seg_id);
-	for (i = 0; i < n; i++)
-		if (w[i].group_id != w[0].group_id)
-			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
-						   NULL),
-					 0);
+	check_released_gone(&t, w, n);
 	/* Y holds no column: the copy it kept is no one's. */
 	ck_assert_uint_eq(za_engine_member_refs(t.e, y), 0);
 	tarr_free(&t);
