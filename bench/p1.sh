@@ -183,10 +183,9 @@ fio_run() {
 # touches of its memory (nbdkit memory allocates as it is written).
 for s in zarray mem file; do
 	echo "== P1: warm-up, $s" >&2
-	fio_run "warm-seq-$s" "${uris[$s]}" "${spid[$s]}" --rw=write --bs=1M \
-		--size="$seq" --offset=0 --iodepth=8
-	fio_run "warm-rand-$s" "${uris[$s]}" "${spid[$s]}" --rw=write --bs=1M \
-		--size="$rand_region" --offset="$rand_off" --iodepth=8
+	fio_run "warm-seq-$s" "${uris[$s]}" "${spid[$s]}" "${seq_args[@]}"
+	fio_run "warm-rand-$s" "${uris[$s]}" "${spid[$s]}" "${seq_args[@]}" \
+		--size="$rand_region" --offset="$rand_off"
 done
 
 for r in $(seq "$rounds"); do
