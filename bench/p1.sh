@@ -13,7 +13,14 @@
 # --ioengine=nbd with the same options for every server: sequential
 # 1 MiB writes (iodepth 8) and random 4 KiB writes (iodepth 32, the same
 # offsets for every server), each ending with a FLUSH (end_fsync=1) so that
-# acknowledged-from-memory writes are paid for. Before the first round
+# acknowledged-from-memory writes are paid for. Random writes run twice:
+# from one connection (one fio job) and from two (two jobs of iodepth 16,
+# the same 32 in flight). One fio job costs four system calls per 4 KiB
+# write whatever the server, and on a 2-CPU machine it is on its CPU
+# nearly all the time with either server: that run measures the client,
+# and the JSON says so (client_cpu_share, client_bound); the two-
+# connection run is the one that loads the servers (docs/design.md 8.6).
+# Before the first round
 # every server has both regions written once (not measured), so that no
 # round pays for a server's first touches of its memory. Servers take
 # turns within each round; the figure is the median over rounds (5, or 1
@@ -23,8 +30,9 @@
 # drives.
 #
 # Beside the rates it records what each run cost in CPU: the server's
-# (its /proc/PID/stat), the client's (fio's own usr+sys) and how busy the
-# machine was, per GiB written. bench/za-write-floor measures, in the same
+# (its /proc/PID/stat), the client's (fio's own usr+sys; also as each
+# job's share of a CPU) and how busy the machine was, per GiB written.
+# bench/za-write-floor measures, in the same
 # run, the CPU per GiB that a k+p array on memory-backed drives cannot
 # avoid (receive, parity, CRCs, the copy to the drives); with the
 # client's cost that gives a ceiling for sequential writes on this machine
@@ -42,7 +50,7 @@ while [ $# -gt 0 ]; do
 	-b) build=$(cd "$2" && pwd); shift 2 ;;
 	--quick) quick=1; shift ;;
 	--out) out=$2; shift 2 ;;
-	-h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "usage: bench/p1.sh [-b BUILDDIR] [--quick] [--out FILE]" >&2; exit 2 ;;
 	esac
 done
@@ -151,6 +159,8 @@ wait_for nbdinfo --size "${uris[file]}" || { echo "nbdkit file did not start" >&
 seq_args=(--rw=write --bs=1M --size="$seq" --offset=0 --iodepth=8)
 rand_args=(--rw=randwrite --bs=4k --size="$rand_region" --offset="$rand_off"
 	--iodepth=32 --runtime="$rand_s" --time_based --randrepeat=1)
+# The same writes from two connections: two jobs, 16 in flight each.
+rand2_args=("${rand_args[@]}" --iodepth=16 --numjobs=2 --group_reporting)
 common=(--ioengine=nbd --end_fsync=1 --output-format=json)
 
 # cpu_snap PID: the server's CPU ticks (utime + stime, its threads
@@ -189,15 +199,15 @@ for s in zarray mem file; do
 done
 
 for r in $(seq "$rounds"); do
-	for w in seq rand; do
+	for w in seq rand rand2; do
 		for s in zarray mem file; do
 			uri=${uris[$s]}
 			echo "== P1: round $r/$rounds, $w writes, $s" >&2
-			if [ $w = seq ]; then
-				fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${seq_args[@]}"
-			else
-				fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${rand_args[@]}"
-			fi
+			case $w in
+			seq) fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${seq_args[@]}" ;;
+			rand) fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${rand_args[@]}" ;;
+			rand2) fio_run "$w-$s-$r" "$uri" "${spid[$s]}" "${rand2_args[@]}" ;;
+			esac
 		done
 	done
 done
@@ -222,11 +232,15 @@ def job(name):
     # Server ticks, machine busy and total ticks, before and after.
     c = [float(x) for x in open("%s/%s.cpu" % (work, name)).read().split()]
     gib = w["io_bytes"] / GIB
-    client_s = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1e3
+    # With group_reporting, job_runtime is the jobs' runtimes summed and
+    # usr_cpu/sys_cpu their mean share of a CPU, so both read alike.
+    share = (j["usr_cpu"] + j["sys_cpu"]) / 100.0
+    client_s = share * j["job_runtime"] / 1e3
     return {"bytes_per_s": w["bw_bytes"], "iops": w["iops"],
             "p99_us": w["clat_ns"]["percentile"].get("99.000000", 0) / 1e3,
             "server_cpu_s_per_gib": (c[3] - c[0]) / tck / gib,
             "client_cpu_s_per_gib": client_s / gib,
+            "client_cpu_share": share,
             "machine_busy": (c[4] - c[1]) / max(1.0, c[5] - c[2])}
 
 servers = {"zarray": "zarrayd export, 10+2 on 12 preallocated emulated "
@@ -238,20 +252,29 @@ res = {"drives": 12, "k": 10, "p": 2, "volume_bytes": int(size),
        "drives_fs": tmp, "huge_pages": hugefs == "yes",
        "warm_up": "each server has both regions written once before round 1",
        "rounds": rounds, "servers": servers, "cpus": ncpu,
-       "client": "fio --ioengine=nbd --end_fsync=1, one job, one connection",
+       "client": "fio --ioengine=nbd --end_fsync=1, one job and one connection "
+                 "(rand2: two of each)",
        "workloads": {}}
 for w, desc in (("seq", "sequential 1 MiB writes, %s per run, iodepth 8" % seq),
-                ("rand", "random 4 KiB writes, %s s per run over 1 GiB, iodepth 32" % rand_s)):
+                ("rand", "random 4 KiB writes, %s s per run over 1 GiB, iodepth 32, "
+                         "one connection" % rand_s),
+                ("rand2", "random 4 KiB writes, %s s per run over 1 GiB, two "
+                          "connections of iodepth 16" % rand_s)):
     d = {"what": desc}
     for s in servers:
         samples = [job("%s-%s-%d" % (w, short[s], r)) for r in range(1, rounds + 1)]
         bw = [x["bytes_per_s"] for x in samples]
         d[s] = {"bytes_per_s": statistics.median(bw), "samples_bytes_per_s": bw,
                 "p99_us": statistics.median(x["p99_us"] for x in samples)}
-        for k in ("server_cpu_s_per_gib", "client_cpu_s_per_gib", "machine_busy"):
+        for k in ("server_cpu_s_per_gib", "client_cpu_s_per_gib",
+                  "client_cpu_share", "machine_busy"):
             d[s][k] = statistics.median(x[k] for x in samples)
     d["ratio_to_memory"] = d["zarray"]["bytes_per_s"] / d["nbdkit_memory"]["bytes_per_s"]
     d["ratio_to_file"] = d["zarray"]["bytes_per_s"] / d["nbdkit_file"]["bytes_per_s"]
+    # A client job on its CPU 85% of the run or more, against both zarray
+    # and nbdkit memory, was what limited both: the ratio is the client's.
+    d["client_bound"] = all(d[s]["client_cpu_share"] >= 0.85
+                            for s in ("zarray", "nbdkit_memory"))
     res["workloads"][w] = d
 
 # The ceiling for sequential writes on this machine: every CPU busy, the
@@ -270,14 +293,17 @@ res["seq_ceiling"] = {
 with open(out, "w") as f:
     json.dump(res, f, indent=1)
 for w, d in res["workloads"].items():
-    print("P1 %-4s zarray %8.1f MB/s  nbdkit memory %8.1f MB/s  nbdkit file %8.1f MB/s"
-          "  ratio %.3f" % (w, d["zarray"]["bytes_per_s"] / 1e6,
-                            d["nbdkit_memory"]["bytes_per_s"] / 1e6,
-                            d["nbdkit_file"]["bytes_per_s"] / 1e6, d["ratio_to_memory"]))
-    print("   %-4s CPU s/GiB (server, client, machine busy): zarray %.2f %.2f %.2f  "
+    print("P1 %-5s zarray %8.1f MB/s  nbdkit memory %8.1f MB/s  nbdkit file %8.1f MB/s"
+          "  ratio %.3f%s" % (w, d["zarray"]["bytes_per_s"] / 1e6,
+                              d["nbdkit_memory"]["bytes_per_s"] / 1e6,
+                              d["nbdkit_file"]["bytes_per_s"] / 1e6, d["ratio_to_memory"],
+                              "  (client-bound)" if d["client_bound"] else ""))
+    print("   %-5s CPU s/GiB (server, client, machine busy): zarray %.2f %.2f %.2f  "
           "memory %.2f %.2f %.2f  file %.2f %.2f %.2f" % ((w,) + tuple(
               d[s][k] for s in servers for k in ("server_cpu_s_per_gib",
                                                   "client_cpu_s_per_gib", "machine_busy"))))
+    print("   %-5s client's share of a CPU per job: zarray %.2f  memory %.2f  file %.2f" % (
+        (w,) + tuple(d[s]["client_cpu_share"] for s in servers)))
 c = res["seq_ceiling"]
 print("P1 seq  floor %.3f CPU s/GiB (recv %.3f crc %.3f encode %.3f copy %.3f), client %.3f:"
       " ceiling %.1f MB/s = %.3f x nbdkit memory" % (
