@@ -612,6 +612,9 @@ static void seg_step(struct srun *r)
 		s->st.total_bytes -= r->left_bytes;
 	}
 	run_free(s, r);
+	/* Its place may start the next segment: with nothing else running,
+	 * no completion or timer would come back to dispatch() for it. */
+	s->again = true;
 }
 
 static int seg_start(struct za_scrub *s, struct sseg *g)
