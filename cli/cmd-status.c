@@ -192,7 +192,8 @@ void za_cli_json_job(FILE *f, const Zarray__JobStatus *j)
 	fputc('}', f);
 }
 
-/* "uri": the Unix socket's (null: not exported); "tcp_uri": null if none. */
+/* "uri": the Unix socket's (null: not exported); "tcp_uri": null if none;
+ * "stats": the NBD server's counters (null: not exported). */
 static void json_export(FILE *f, const Zarray__ArrayStatus *a)
 {
 	fprintf(f, "\"export\":{\"uri\":");
@@ -205,6 +206,33 @@ static void json_export(FILE *f, const Zarray__ArrayStatus *a)
 		za_json_str(f, a->export_tcp_uri);
 	else
 		fprintf(f, "null");
+	fprintf(f, ",\"stats\":");
+	if (a->export_stats) {
+		const Zarray__ExportStatus *x = a->export_stats;
+
+		fprintf(f,
+			"{\"conns_open\":%llu,\"conns_accepted\":%llu,"
+			"\"conns_refused\":%llu,\"handshakes\":%llu,"
+			"\"handshake_timeouts\":%llu,"
+			"\"protocol_errors\":%llu,\"error_replies\":%llu,"
+			"\"read_bytes\":%llu,\"written_bytes\":%llu,"
+			"\"trimmed_bytes\":%llu,\"zeroed_bytes\":%llu,"
+			"\"inflight\":%llu}",
+			(unsigned long long)x->conns_open,
+			(unsigned long long)x->conns_accepted,
+			(unsigned long long)x->conns_refused,
+			(unsigned long long)x->handshakes,
+			(unsigned long long)x->handshake_timeouts,
+			(unsigned long long)x->protocol_errors,
+			(unsigned long long)x->error_replies,
+			(unsigned long long)x->read_bytes,
+			(unsigned long long)x->written_bytes,
+			(unsigned long long)x->trimmed_bytes,
+			(unsigned long long)x->zeroed_bytes,
+			(unsigned long long)x->inflight);
+	} else {
+		fprintf(f, "null");
+	}
 	fputc('}', f);
 }
 
@@ -322,6 +350,30 @@ static const char *replacement_path(const Zarray__ArrayStatus *a, uint32_t idx)
 }
 
 /*
+ * The export's lines: connections now and since it started, and what was
+ * refused or closed (an admin's first question when a client cannot
+ * connect: the cap, a handshake timeout, or a protocol error).
+ */
+static void print_export_text(const Zarray__ExportStatus *x)
+{
+	if (!x)
+		return;
+	printf("          %llu connection%s open, %llu since start, %llu "
+	       "error repl%s\n",
+	       (unsigned long long)x->conns_open, x->conns_open == 1 ? "" : "s",
+	       (unsigned long long)x->conns_accepted,
+	       (unsigned long long)x->error_replies,
+	       x->error_replies == 1 ? "y" : "ies");
+	printf("          refused %llu over the cap, %llu handshake timeout%s, "
+	       "%llu protocol error%s\n",
+	       (unsigned long long)x->conns_refused,
+	       (unsigned long long)x->handshake_timeouts,
+	       x->handshake_timeouts == 1 ? "" : "s",
+	       (unsigned long long)x->protocol_errors,
+	       x->protocol_errors == 1 ? "" : "s");
+}
+
+/*
  * The volume's lines: what it holds, what users and garbage collection
  * did since zarrayd assembled it, and the device bytes that cost (write
  * amplification, rebuilds and scrubs included).
@@ -395,6 +447,7 @@ static void print_array_text(const Zarray__ArrayStatus *a)
 	printf("  export  %s\n", a->export_uri ? a->export_uri : "none");
 	if (a->export_tcp_uri)
 		printf("          %s\n", a->export_tcp_uri);
+	print_export_text(a->export_stats);
 	print_volume_text(a);
 	for (i = 0; i < a->n_members; i++)
 		if (strlen(a->members[i]->path) > w)

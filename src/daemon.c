@@ -53,6 +53,7 @@
 #include "export.h"
 #include "io.h"
 #include "log.h"
+#include "nbd.h"
 #include "rpc.h"
 #include "volume.h"
 
@@ -336,12 +337,38 @@ volume_msg_new(const struct za_array_volume_status *s)
 	return m;
 }
 
+/* The export's counters (export_stats in the status message). */
+static Zarray__ExportStatus *export_msg_new(const struct za_export *x)
+{
+	Zarray__ExportStatus *m = calloc(1, sizeof(*m));
+	struct za_nbd_stats st;
+
+	if (!m)
+		return NULL;
+	zarray__export_status__init(m);
+	za_export_stats(x, &st);
+	m->conns_open = st.conns_open;
+	m->conns_accepted = st.conns_accepted;
+	m->conns_refused = st.conns_refused;
+	m->handshakes = st.handshakes;
+	m->handshake_timeouts = st.handshake_timeouts;
+	m->protocol_errors = st.protocol_errors;
+	m->error_replies = st.errors;
+	m->read_bytes = st.read_bytes;
+	m->written_bytes = st.write_bytes;
+	m->trimmed_bytes = st.trim_bytes;
+	m->zeroed_bytes = st.zero_bytes;
+	m->inflight = st.inflight;
+	return m;
+}
+
 static void array_msg_free(Zarray__ArrayStatus *m)
 {
 	size_t i;
 
 	if (!m)
 		return;
+	free(m->export_stats);
 	for (i = 0; i < m->n_members; i++)
 		member_msg_free(m->members[i]);
 	free(m->members);
@@ -471,7 +498,9 @@ static Zarray__ArrayStatus *status_of(struct d_array *e)
 
 		m->export_uri = strdup(za_export_uri(e->exp));
 		m->export_tcp_uri = tcp ? strdup(tcp) : NULL;
-		if (!m->export_uri || (tcp && !m->export_tcp_uri)) {
+		m->export_stats = export_msg_new(e->exp);
+		if (!m->export_uri || (tcp && !m->export_tcp_uri) ||
+		    !m->export_stats) {
 			array_msg_free(m);
 			return NULL;
 		}

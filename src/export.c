@@ -278,6 +278,11 @@ const char *za_export_tcp_spec(const struct za_export *x)
 	return x->has_tcp ? x->tcp_spec : NULL;
 }
 
+void za_export_stats(const struct za_export *x, struct za_nbd_stats *st)
+{
+	za_nbd_server_stats(x->srv, st);
+}
+
 int za_export_listen_tcp(struct za_export *x, const char *spec)
 {
 	char host[ZA_EXPORT_HOST_BYTES], port[8];

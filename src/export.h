@@ -23,6 +23,7 @@
 struct za_io;
 struct za_volume;
 struct za_export;
+struct za_nbd_stats;
 
 /* The longest [HOST:]PORT accepted, and a host in it. */
 #define ZA_EXPORT_TCP_SPEC_BYTES 264
@@ -70,6 +71,9 @@ const char *za_export_uri(const struct za_export *x);
 const char *za_export_tcp_uri(const struct za_export *x);
 /* "HOST:PORT" as bound (the port resolved), or NULL: for the state file. */
 const char *za_export_tcp_spec(const struct za_export *x);
+
+/* The NBD server's counters (nbd.h), as of now. */
+void za_export_stats(const struct za_export *x, struct za_nbd_stats *st);
 
 /*
  * Stop accepting connections and commands (new commands get ESHUTDOWN);

@@ -26,7 +26,8 @@
 #  - the stalled connection is closed by the handshake timeout (30 s),
 #    while the good one, past its handshake, is not.
 # Then qemu-io and nbdinfo read the good connection's last block, the
-# daemon's log names each refusal, and `zarray status` answers.
+# daemon's log names each refusal, and `zarray status` answers and
+# counts them (connections, refusals, protocol errors, error replies).
 # Skips (77) only if python3, qemu-io or nbdinfo is not installed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
@@ -454,3 +455,37 @@ pass "the daemon's log names each refusal"
 kill -0 "$DAEMON_PID" || fail "zarrayd exited"
 "$ZARRAY" status t >status.out 2>&1 || fail "status: $(cat status.out)"
 pass "zarrayd still serves its control socket"
+
+# The export's counters in `zarray status`: at least what the cases above
+# did - 8 connections closed for a violation (a name of 4097 bytes in
+# OPT_EXPORT_NAME, option lengths 64 KiB + 1 and 4 GiB - 1, option 1025,
+# unknown client flags, a command before the handshake, a bad request
+# magic, a payload past the limit), the 14 bad requests answered with an
+# error, one connection refused over the cap, the stalled handshake -
+# and no connection left open once every client is gone (the loop may
+# take a moment to see the last EOF).
+for i in $(seq 50); do
+	[ "$(json "d['export']['stats']['conns_open']")" = 0 ] && break
+	sleep 0.1
+done
+json "d['export']['stats']" >xstats.out
+python3 - st.json <<'EOF' || fail "export counters: $(cat xstats.out)"
+import json, sys
+x = json.load(open(sys.argv[1]))["export"]["stats"]
+want = {"protocol_errors": 8, "error_replies": 14, "conns_refused": 1,
+        "handshake_timeouts": 1, "handshakes": 3}
+bad = ["%s %d, want >= %d" % (k, x[k], n) for k, n in want.items() if x[k] < n]
+if x["conns_open"] != 0 or x["inflight"] != 0:
+    bad.append("%d connections and %d commands left" % (x["conns_open"], x["inflight"]))
+if x["conns_accepted"] < x["conns_refused"] + x["handshakes"]:
+    bad.append("accepted %d < refused + handshakes" % x["conns_accepted"])
+if x["written_bytes"] < 32 << 20:
+    bad.append("written %d, below the 32 MiB WRITE alone" % x["written_bytes"])
+if bad:
+    sys.exit("; ".join(bad))
+EOF
+"$ZARRAY" status t >status.out 2>&1 || fail "status: $(cat status.out)"
+grep -q '^ *0 connections open, [1-9][0-9]* since start, [1-9][0-9]* error replies$' status.out &&
+	grep -q '^ *refused [1-9][0-9]* over the cap, [1-9][0-9]* handshake timeouts\?, [1-9][0-9]* protocol errors$' status.out ||
+	fail "zarray status has no export counters line: $(grep -A2 export status.out)"
+pass "zarray status counts the refusals, errors and connections"
