@@ -863,10 +863,19 @@ uint64_t za_volume_max_size_if(const struct za_volume *v,
 	return (sp.total_segs - reserve) * sp.data_blocks_per_seg * 4096;
 }
 
+/*
+ * Below the floor with a victim being moved, GC goes first: nothing else
+ * may take free zones (user writes, checkpoint parts) until the victim's
+ * live data has its room and the victim is released.
+ */
+static bool gc_goes_first(const struct za_volume *v)
+{
+	return v->critical && v->gc.active;
+}
+
 static bool can_write(const struct za_volume *v)
 {
-	return !(v->critical && v->gc.active) &&
-	       v->data_inflight < v->data_credit &&
+	return !gc_goes_first(v) && v->data_inflight < v->data_credit &&
 	       v->jrnl_inflight < v->jrnl_credit && v->ck.state != CK_QUIESCE;
 }
 
@@ -1937,7 +1946,7 @@ static void ckpt_pump(struct za_volume *v)
 	struct ckpt *c = &v->ck;
 
 	while (!c->error && c->next_part < c->nr_parts &&
-	       c->inflight < c->window && !(v->critical && v->gc.active)) {
+	       c->inflight < c->window && !gc_goes_first(v)) {
 		struct za_stripe_w *s =
 			za_engine_stripe_get_stream(v->eng, c->stream);
 
