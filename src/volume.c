@@ -57,7 +57,12 @@
 #include "volume.h"
 
 #define BUF_HASH 256u
-#define LIVE_HASH 1024u
+/* Live-counter table: buckets at first; it doubles as groups come. */
+#define LIVE_HASH_MIN 256u
+/* GC's usage buckets (fractions of a group live), and how many groups of
+ * the lowest eligible bucket one choice scores (gc_choose()). */
+#define GC_BUCKETS 64
+#define GC_SCAN 32u
 /* Payloads one buffer refers to at most; further blocks are copied. */
 #define VBUF_MAX_PAYLOADS 16u
 
@@ -89,6 +94,16 @@ struct urange {
 	uint64_t lba, n;
 };
 
+/* What a group's stream is, to GC. */
+enum live_kind { LK_UNKNOWN, LK_DATA, LK_JOURNAL, LK_CKPT, LK_OTHER };
+
+/*
+ * A group's live counter, for garbage collection: one per group of the
+ * engine (rec_finish() makes one for every group there is at assembly;
+ * later groups get theirs with their first stripe). Each is in a hash
+ * chain by group id and, when GC may take its group, in the usage bucket
+ * of the fraction of it that is live (gc_choose()).
+ */
 struct live {
 	uint64_t group;
 	uint64_t blocks;
@@ -96,7 +111,26 @@ struct live {
 	unsigned nr_unmaps, cap_unmaps;
 	bool stuck; /* garbage collection could not move its data */
 	bool unmaps_lost; /* an unmap record is missing from the list */
-	struct live *next;
+	uint8_t kind; /* enum live_kind */
+	int bucket; /* GC usage bucket, -1: in none */
+	double zones; /* zones the group holds (segments x stream width) */
+	struct live *next; /* hash chain */
+	struct live *bprev, *bnext; /* usage bucket */
+};
+
+/*
+ * Every group's live counter, by id, and GC's usage buckets. Bucket b
+ * holds the groups GC may take whose live fraction u (live_u()) is in
+ * [b, b+1) / GC_BUCKETS; a counter moves between buckets as its blocks
+ * die, so a choice reads the lowest buckets instead of every group.
+ */
+struct live_tab {
+	struct live **h;
+	size_t size, nr;
+	struct live *bucket[GC_BUCKETS], *btail[GC_BUCKETS]; /* FIFO */
+	uint64_t dbps; /* data blocks per segment the buckets assume */
+	uint64_t max_group; /* the newest group seen: ages for GC's score */
+	struct za_group_info *gi; /* scratch for za_engine_group_info() */
 };
 
 /* Garbage collection: one victim group at a time. */
@@ -179,7 +213,7 @@ struct za_volume {
 	struct vbuf *cur;
 	uint64_t next_buf_id;
 	struct vbuf *bhash[BUF_HASH];
-	struct live *lhash[LIVE_HASH];
+	struct live_tab lt;
 	struct epoch *ep_head, *ep_tail;
 	unsigned eflushes; /* device flush rounds in flight */
 	unsigned reads; /* reads in flight */
@@ -208,9 +242,128 @@ static void write_now(struct za_volume *v, struct za_vol_req *r);
 
 /* ---- live counters (per group, for garbage collection) ---- */
 
+static int live_tab_init(struct live_tab *lt)
+{
+	lt->size = LIVE_HASH_MIN;
+	lt->h = calloc(lt->size, sizeof(*lt->h));
+	lt->gi = malloc(sizeof(*lt->gi));
+	if (!lt->h || !lt->gi)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The fraction of @l's zones its live blocks would take in data
+ * segments: what moving it costs against what it frees. */
+static double live_u(const struct za_volume *v, const struct live *l)
+{
+	double live_zones;
+
+	if (!v->lt.dbps || l->zones <= 0)
+		return 1;
+	live_zones = (double)l->blocks * za_engine_layout(v->eng)->width /
+		     (double)v->lt.dbps;
+	return live_zones / l->zones;
+}
+
+/* The bucket @l belongs in: -1 when GC must not take its group. */
+static int live_bucket(const struct za_volume *v, const struct live *l)
+{
+	double u;
+
+	if (l->stuck || l->kind == LK_UNKNOWN || l->kind == LK_OTHER)
+		return -1;
+	/* Superseded (or torn) checkpoints only: the live one, and the one
+	 * being written, count their parts. */
+	if (l->kind == LK_CKPT && l->blocks)
+		return -1;
+	u = live_u(v, l);
+	if (u >= 1)
+		return GC_BUCKETS - 1;
+	return (int)(u * GC_BUCKETS);
+}
+
+static void live_unbucket(struct live_tab *lt, struct live *l)
+{
+	if (l->bucket < 0)
+		return;
+	if (l->bprev)
+		l->bprev->bnext = l->bnext;
+	else
+		lt->bucket[l->bucket] = l->bnext;
+	if (l->bnext)
+		l->bnext->bprev = l->bprev;
+	else
+		lt->btail[l->bucket] = l->bprev;
+	l->bprev = l->bnext = NULL;
+	l->bucket = -1;
+}
+
+/* Put @l in the bucket its counter says, after any change to it: at the
+ * tail, so that the groups longest in a bucket are scored first. */
+static void live_index(struct za_volume *v, struct live *l)
+{
+	struct live_tab *lt = &v->lt;
+	int b = live_bucket(v, l);
+
+	if (b == l->bucket)
+		return;
+	live_unbucket(lt, l);
+	if (b < 0)
+		return;
+	l->bucket = b;
+	l->bprev = lt->btail[b];
+	if (l->bprev)
+		l->bprev->bnext = l;
+	else
+		lt->bucket[b] = l;
+	lt->btail[b] = l;
+}
+
+/* Learn @l's stream and size from the engine (0, or -ENOENT: no such
+ * group, and GC leaves the counter alone). */
+static int live_learn(struct za_volume *v, struct live *l)
+{
+	struct za_group_info *gi = v->lt.gi;
+
+	if (za_engine_group_info(v->eng, l->group, gi)) {
+		l->kind = LK_UNKNOWN;
+		live_index(v, l);
+		return -ENOENT;
+	}
+	l->kind = gi->stream == ZA_STREAM_DATA ? LK_DATA :
+		  gi->stream == v->jstream     ? LK_JOURNAL :
+		  gi->stream == v->ck.stream   ? LK_CKPT :
+						 LK_OTHER;
+	l->zones = (double)gi->nr_segs *
+		   za_engine_stream_layout(v->eng, gi->stream)->width;
+	live_index(v, l);
+	return 0;
+}
+
+static void live_grow(struct live_tab *lt)
+{
+	size_t size = 2 * lt->size, i;
+	struct live **h = calloc(size, sizeof(*h));
+
+	if (!h)
+		return; /* longer chains, nothing lost */
+	for (i = 0; i < lt->size; i++)
+		while (lt->h[i]) {
+			struct live *l = lt->h[i];
+
+			lt->h[i] = l->next;
+			l->next = h[l->group & (size - 1)];
+			h[l->group & (size - 1)] = l;
+		}
+	free(lt->h);
+	lt->h = h;
+	lt->size = size;
+}
+
 static struct live *live_get(struct za_volume *v, uint64_t group, bool make)
 {
-	struct live **h = &v->lhash[group % LIVE_HASH], *l;
+	struct live_tab *lt = &v->lt;
+	struct live **h = &lt->h[group & (lt->size - 1)], *l;
 
 	for (l = *h; l; l = l->next)
 		if (l->group == group)
@@ -221,9 +374,64 @@ static struct live *live_get(struct za_volume *v, uint64_t group, bool make)
 	if (!l)
 		return NULL;
 	l->group = group;
+	l->bucket = -1;
 	l->next = *h;
 	*h = l;
+	if (group > lt->max_group)
+		lt->max_group = group;
+	live_learn(v, l);
+	if (++lt->nr > 2 * lt->size)
+		live_grow(lt);
 	return l;
+}
+
+/* Add @delta (which may be negative) to @l's blocks, never below 0. */
+static void live_add(struct za_volume *v, struct live *l, int64_t delta)
+{
+	if (delta < 0 && (uint64_t)-delta > l->blocks)
+		l->blocks = 0;
+	else
+		l->blocks += (uint64_t)delta;
+	live_index(v, l);
+}
+
+/* GC must never take @l's group (again). */
+static void live_stick(struct za_volume *v, struct live *l)
+{
+	l->stuck = true;
+	live_index(v, l);
+}
+
+/* Forget @l, found at *@lp in its chain. */
+static void live_drop(struct za_volume *v, struct live **lp)
+{
+	struct live *l = *lp;
+
+	*lp = l->next;
+	live_unbucket(&v->lt, l);
+	v->lt.nr--;
+	free(l->unmaps);
+	free(l);
+}
+
+static void live_forget(struct za_volume *v, uint64_t group)
+{
+	struct live **lp = &v->lt.h[group & (v->lt.size - 1)];
+
+	for (; *lp; lp = &(*lp)->next)
+		if ((*lp)->group == group) {
+			live_drop(v, lp);
+			return;
+		}
+}
+
+static void live_clear(struct za_volume *v)
+{
+	size_t i;
+
+	for (i = 0; i < v->lt.size; i++)
+		while (v->lt.h[i])
+			live_drop(v, &v->lt.h[i]);
 }
 
 static struct vbuf *vbuf_find(struct za_volume *v, uint64_t id);
@@ -243,8 +451,8 @@ static void live_add_unmap(struct za_volume *v, uint64_t group, uint64_t lba,
 		if (!u) {
 			/* Without the list GC must never drop this group, and
 			 * no checkpoint may be written without the record. */
-			l->stuck = true;
 			l->unmaps_lost = true;
+			live_stick(v, l);
 			return;
 		}
 		l->unmaps = u;
@@ -282,7 +490,7 @@ static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 	}
 	l = live_get(v, old->group, false);
 	if (l)
-		l->blocks -= n < l->blocks ? n : l->blocks;
+		live_add(v, l, -(int64_t)n);
 }
 
 /* ---- buffers ---- */
@@ -403,7 +611,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 			if (moved < 0)
 				stuck = true;
 			else if (lv)
-				lv->blocks += (uint64_t)moved;
+				live_add(v, lv, moved);
 		}
 		if (stuck) {
 			za_log_err("volume: out of memory updating the map; "
@@ -511,9 +719,12 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 		ret = -ENOSPC;
 		goto err_free;
 	}
+	ret = live_tab_init(&v->lt);
+	if (ret)
+		goto err_live;
 	ret = za_map_new(&v->map);
 	if (ret)
-		goto err_free;
+		goto err_live;
 	v->ep_head = v->ep_tail = calloc(1, sizeof(*v->ep_head));
 	if (!v->ep_head) {
 		ret = -ENOMEM;
@@ -528,6 +739,9 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 
 err_map:
 	za_map_free(v->map);
+err_live:
+	free(v->lt.h);
+	free(v->lt.gi);
 err_free:
 	free(v);
 	return ret;
@@ -561,14 +775,10 @@ void za_volume_free(struct za_volume *v)
 	for (i = 0; i < BUF_HASH; i++)
 		while (v->bhash[i])
 			vbuf_release(v->bhash[i]);
-	for (i = 0; i < LIVE_HASH; i++)
-		while (v->lhash[i]) {
-			struct live *l = v->lhash[i];
-
-			v->lhash[i] = l->next;
-			free(l->unmaps);
-			free(l);
-		}
+	if (v->lt.h)
+		live_clear(v);
+	free(v->lt.h);
+	free(v->lt.gi);
 	while (v->ep_head) {
 		struct epoch *ep = v->ep_head;
 
@@ -1310,66 +1520,76 @@ static int gc_collect(void *priv, uint64_t lba, uint64_t n,
 	return 0;
 }
 
-/* The best victim of at most @max_u live, or false if none is worth it. */
+/* The buckets assume the data segments' length: when it changes (members
+ * of another size came or went), every counter is put where it belongs. */
+static void gc_rebucket(struct za_volume *v, uint64_t dbps)
+{
+	size_t i;
+	struct live *l;
+
+	v->lt.dbps = dbps;
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
+			live_index(v, l);
+}
+
+/*
+ * The best victim of at most @max_u live, or false if none is worth it.
+ *
+ * The lowest usage bucket that holds a group GC may take now wins: it
+ * frees the most zones per byte moved. Within it, of its first GC_SCAN
+ * such groups, the one of the best cost-benefit score (free fraction
+ * times age, over the cost of reading and writing the live part) - so a
+ * choice reads a few groups, not all of them, and sees every group: a
+ * group's bucket follows its counter as its blocks die.
+ */
 static bool gc_choose(struct za_volume *v, double max_u, uint64_t *victim,
 		      uint8_t *kind)
 {
-	static uint64_t ids[4096];
-	struct za_group_info *gi = malloc(sizeof(*gi));
+	struct za_group_info *gi = v->lt.gi;
 	struct za_engine_space sp;
 	double best = 0;
-	uint64_t maxid = 0;
-	unsigned n, i;
 	bool found = false;
+	int b;
 
-	if (!gi)
-		return false;
-	n = za_engine_groups(v->eng, ids, 4096);
-	if (n > 4096)
-		n = 4096;
-	for (i = 0; i < n; i++)
-		if (ids[i] > maxid)
-			maxid = ids[i];
 	za_engine_space(v->eng, &sp);
-	for (i = 0; i < n; i++) {
-		struct live *l = live_get(v, ids[i], false);
-		uint64_t live_blocks = l ? l->blocks : 0;
-		double zones, live_zones, u, score;
+	if (sp.data_blocks_per_seg != v->lt.dbps)
+		gc_rebucket(v, sp.data_blocks_per_seg);
+	for (b = 0; !found && b < GC_BUCKETS; b++) {
+		struct live *l, *next;
+		unsigned seen = 0;
 
-		if (za_engine_group_info(v->eng, ids[i], gi) || gi->taking ||
-		    gi->busy || (l && l->stuck))
-			continue;
-		if (gi->stream == v->ck.stream) {
-			/* Superseded (or torn) checkpoints only: the live one,
-			 * and the one being written, count their parts. */
-			if (live_blocks)
+		if ((double)b / GC_BUCKETS > max_u)
+			break; /* nothing (or too little) to gain */
+		for (l = v->lt.bucket[b]; l && seen < GC_SCAN; l = next) {
+			double u, score;
+
+			next = l->bnext;
+			if (za_engine_group_info(v->eng, l->group, gi)) {
+				/* Gone: no longer GC's to take. */
+				l->kind = LK_UNKNOWN;
+				live_unbucket(&v->lt, l);
 				continue;
-		} else if (gi->stream != ZA_STREAM_DATA &&
-			   gi->stream != v->jstream) {
-			continue;
-		}
-		zones = (double)gi->nr_segs *
-			za_engine_stream_layout(v->eng, gi->stream)->width;
-		/* Zones the live blocks would take in data segments. */
-		live_zones = sp.data_blocks_per_seg ?
-				     (double)live_blocks *
-					     za_engine_layout(v->eng)->width /
-					     (double)sp.data_blocks_per_seg :
-				     zones;
-		u = live_zones / zones;
-		if (u > max_u)
-			continue; /* nothing (or too little) to gain */
-		score = (1 - u) * (double)(maxid - ids[i] + 1) / (1 + u);
-		if (!found || score > best) {
-			best = score;
-			*victim = ids[i];
-			*kind = gi->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
-				gi->stream == v->jstream     ? ZA_MAP_JOURNAL :
-							       GC_KIND_CKPT;
-			found = true;
+			}
+			if (gi->taking || gi->busy)
+				continue;
+			seen++;
+			u = live_u(v, l);
+			if (u > max_u)
+				continue;
+			score = (1 - u) *
+				(double)(v->lt.max_group - l->group + 1) /
+				(1 + u);
+			if (!found || score > best) {
+				best = score;
+				*victim = l->group;
+				*kind = l->kind == LK_DATA    ? ZA_MAP_DATA :
+					l->kind == LK_JOURNAL ? ZA_MAP_JOURNAL :
+								GC_KIND_CKPT;
+				found = true;
+			}
 		}
 	}
-	free(gi);
 	return found;
 }
 
@@ -1404,8 +1624,8 @@ static int gc_put(struct za_volume *v, uint64_t lba, uint64_t pos,
 	v->cur->nr++;
 	v->st.gc_moved_blocks++;
 	l = live_get(v, v->gc.victim, false);
-	if (l && l->blocks)
-		l->blocks--;
+	if (l)
+		live_add(v, l, -1);
 	if (v->cur->nr == dl->data_blocks) {
 		struct vbuf *full = v->cur;
 
@@ -1514,7 +1734,7 @@ static void gc_pump(struct za_volume *v)
 	if (gc->error) {
 		l = live_get(v, gc->victim, true);
 		if (l)
-			l->stuck = true;
+			live_stick(v, l);
 		gc_finish(v, gc->error);
 		return;
 	}
@@ -1571,16 +1791,9 @@ static void gc_flushed(struct za_vol_req *r, int result)
 static void gc_released(void *priv, int result)
 {
 	struct za_volume *v = priv;
-	struct live **lp = &v->lhash[v->gc.victim % LIVE_HASH], *l;
 
 	/* The group is gone: forget its counters and unmap list. */
-	for (; (l = *lp); lp = &l->next)
-		if (l->group == v->gc.victim) {
-			*lp = l->next;
-			free(l->unmaps);
-			free(l);
-			break;
-		}
+	live_forget(v, v->gc.victim);
 	if (!result)
 		v->st.gc_freed_groups++;
 	za_log_debug("gc: group %llu released (%d)",
@@ -1595,7 +1808,7 @@ static void gc_finish(struct za_volume *v, int err)
 
 		/* Never pick it again: a retry would fail the same way. */
 		if (l)
-			l->stuck = true;
+			live_stick(v, l);
 		za_log_warn("gc: group %llu: %s; it is kept",
 			    (unsigned long long)v->gc.victim, strerror(-err));
 	}
@@ -1844,8 +2057,8 @@ static void ckpt_drop_parts(struct za_volume *v, const uint64_t *groups,
 	for (i = 0; i < n; i++) {
 		struct live *l = live_get(v, groups[i], false);
 
-		if (l && l->blocks)
-			l->blocks--;
+		if (l)
+			live_add(v, l, -1);
 	}
 }
 
@@ -1909,7 +2122,7 @@ static void ckpt_part_done(struct za_stripe_w *s, int result)
 		/* Counted from now: GC must not take a group holding parts
 		 * of the checkpoint being written either. */
 		if (l)
-			l->blocks++;
+			live_add(v, l, 1);
 		c->part_group[c->done_parts++] = s->group_id;
 	} else if (!c->error) {
 		c->error = result;
@@ -2021,8 +2234,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	 * own count is the record count, without a walk of its own.
 	 */
 	extents = za_map_extents(v->map);
-	for (i = 0; i < LIVE_HASH; i++)
-		for (l = v->lhash[i]; l; l = l->next) {
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next) {
 			if (l->unmaps_lost)
 				return -ENOMEM;
 			unmaps += l->nr_unmaps;
@@ -2042,8 +2255,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	if (!ret)
 		ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_add_extent,
 				  w);
-	for (i = 0; !ret && i < LIVE_HASH; i++)
-		for (l = v->lhash[i]; !ret && l; l = l->next)
+	for (i = 0; !ret && i < v->lt.size; i++)
+		for (l = v->lt.h[i]; !ret && l; l = l->next)
 			for (j = 0; !ret && j < l->nr_unmaps; j++) {
 				struct za_ckpt_rec r = {
 					.type = ZA_CKPT_REC_UNMAP,
@@ -2208,7 +2421,7 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
 		if (ret)
 			return ret;
 		if (lv)
-			lv->blocks += e - b;
+			live_add(v, lv, e - b);
 	}
 	rv->stripes++;
 	return 0;
@@ -2233,16 +2446,7 @@ struct ck_cand {
 /* Forget a checkpoint that did not load: empty map, no live counters. */
 static int ckpt_unload(struct za_volume *v)
 {
-	unsigned i;
-
-	for (i = 0; i < LIVE_HASH; i++)
-		while (v->lhash[i]) {
-			struct live *l = v->lhash[i];
-
-			v->lhash[i] = l->next;
-			free(l->unmaps);
-			free(l);
-		}
+	live_clear(v);
 	za_map_free(v->map);
 	v->map = NULL;
 	return za_map_new(&v->map);
@@ -2313,7 +2517,7 @@ static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
 
 		if (!l)
 			return -ENOMEM;
-		l->blocks++;
+		live_add(v, l, 1);
 	}
 	free(ck->live_groups);
 	ck->live_groups = c->group;
@@ -2486,48 +2690,59 @@ static int rec_count_extent(void *priv, uint64_t lba, uint64_t n,
 	l = live_get(rc->v, loc->group, true);
 	if (!l)
 		return -ENOMEM;
-	l->blocks += n;
+	live_add(rc->v, l, (int64_t)n);
 	return 0;
 }
 
 static int rec_finish(struct za_volume *v)
 {
-	struct za_group_info *gi = malloc(sizeof(*gi));
 	struct rec_count rc = { .v = v };
-	unsigned i;
+	uint64_t *ids;
+	unsigned n, i;
+	size_t h;
 	int ret;
 
-	if (!gi)
-		return -ENOMEM;
-	for (i = 0; i < LIVE_HASH; i++) {
-		struct live **lp = &v->lhash[i], *l;
+	for (h = 0; h < v->lt.size; h++) {
+		struct live **lp = &v->lt.h[h], *l;
 
 		while ((l = *lp)) {
-			if (za_engine_group_info(v->eng, l->group, gi)) {
-				*lp = l->next;
-				free(l->unmaps);
-				free(l);
+			if (live_learn(v, l)) {
+				live_drop(v, lp);
 				continue;
 			}
-			if (gi->stream != v->ck.stream)
+			if (l->kind != LK_CKPT) {
 				l->blocks = 0;
+				live_index(v, l);
+			}
 			lp = &l->next;
 		}
 	}
 	ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent, &rc);
-	for (i = 0; !ret && i < LIVE_HASH; i++) {
+	/*
+	 * A counter for every group the drives hold, also one that nothing
+	 * maps to any more: GC's buckets list only groups with a counter,
+	 * and it is the emptiest that GC should see first.
+	 */
+	n = ret ? 0 : za_engine_groups(v->eng, NULL, 0);
+	ids = malloc((n + 1) * sizeof(*ids));
+	if (!ids)
+		ret = -ENOMEM;
+	n = ret ? 0 : za_engine_groups(v->eng, ids, n);
+	for (i = 0; i < n; i++)
+		if (!live_get(v, ids[i], true))
+			ret = -ENOMEM;
+	free(ids);
+	for (h = 0; !ret && h < v->lt.size; h++) {
 		const struct live *l;
 
-		for (l = v->lhash[i]; l; l = l->next)
-			if (l->blocks &&
-			    za_engine_group_info(v->eng, l->group, gi))
+		for (l = v->lt.h[h]; l; l = l->next)
+			if (l->blocks && l->kind == LK_UNKNOWN)
 				rc.orphans += l->blocks;
 	}
 	if (rc.orphans)
 		za_log_warn("recovery: %llu blocks map to groups no longer on "
 			    "the drives; they will read as errors",
 			    (unsigned long long)rc.orphans);
-	free(gi);
 	return ret;
 }
 
@@ -2576,8 +2791,8 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 
 	*st = v->st;
 	st->live_blocks = 0;
-	for (i = 0; i < LIVE_HASH; i++)
-		for (l = v->lhash[i]; l; l = l->next)
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
 			st->live_blocks += l->blocks;
 	/* Each checkpoint part counts one in its group's counter, to keep
 	 * GC off it; it is not user data. */

@@ -1847,6 +1847,176 @@ START_TEST(test_write_copies_holds)
 END_TEST
 
 /*
+ * GC sees every group, however many (regression: gc_choose() listed at
+ * most 4096 groups into a static array and scored only those, so past
+ * ~4096 groups most dead space was out of its sight). A 2+1 array of
+ * 64 KiB zones is filled to its default size: well over 4096 groups.
+ * Then the group the engine lists last (the one a capped listing misses
+ * first) is trimmed whole - nothing in it is live - and the group it
+ * lists first is trimmed three quarters. Left idle (once it has taken
+ * what the fill left dead), GC must take the empty one, and before the
+ * quarter-live one; what is around them reads back.
+ */
+struct gsum {
+	uint64_t group, lba; /* the group sought, and where its run starts */
+	uint64_t next_lba; /* blocks walked so far: the volume is full */
+	uint64_t first_lba, blocks;
+	bool found;
+};
+
+static int gsum_one(void *priv, uint64_t group, uint64_t pos, uint64_t n)
+{
+	struct gsum *g = priv;
+
+	(void)pos;
+	if (group == g->group) {
+		if (!g->found)
+			g->first_lba = g->next_lba;
+		/* One contiguous run: a sequential fill. */
+		ck_assert_uint_eq(g->first_lba + g->blocks, g->next_lba);
+		g->found = true;
+		g->blocks += n;
+	}
+	g->next_lba += n;
+	return 0;
+}
+
+static bool group_exists(struct tvol *t, uint64_t id)
+{
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	bool ret;
+
+	ck_assert_ptr_nonnull(gi);
+	ret = !za_engine_group_info(t->e, id, gi);
+	free(gi);
+	return ret;
+}
+
+/* The first (@last false) or last sealed data group the engine lists. */
+static uint64_t listed_data_group(struct tvol *t, const uint64_t *ids,
+				  unsigned n, bool last)
+{
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	uint64_t id = 0;
+	unsigned i;
+
+	ck_assert_ptr_nonnull(gi);
+	for (i = 0; i < n; i++) {
+		unsigned j = last ? n - 1 - i : i;
+
+		ck_assert_int_eq(za_engine_group_info(t->e, ids[j], gi), 0);
+		if (gi->stream == ZA_STREAM_DATA && !gi->taking) {
+			id = ids[j];
+			break;
+		}
+	}
+	free(gi);
+	ck_assert_uint_ne(id, 0);
+	return id;
+}
+
+/* Trim the first @frac_num/@frac_den of @group's blocks; where they are. */
+static uint64_t trim_group(struct tvol *t, uint64_t group, uint64_t frac_num,
+			   uint64_t frac_den)
+{
+	struct gsum g = { .group = group };
+	uint64_t n;
+
+	ck_assert_int_eq(za_volume_walk_live(t->v, gsum_one, &g), 0);
+	ck_assert_msg(g.found, "group %llu holds nothing",
+		      (unsigned long long)group);
+	n = g.blocks * frac_num / frac_den;
+	ck_assert_int_eq(unmap_sync(t, g.first_lba, n, false), 0);
+	memset(t->model + g.first_lba * 4096, 0, n * 4096);
+	return g.first_lba;
+}
+
+/* Run until idle GC has started no victim for 200 ticks of 1 ms. */
+static void gc_settle(struct tvol *t)
+{
+	struct za_volume_stats st;
+	uint64_t runs = UINT64_MAX;
+	unsigned quiet = 0;
+	bool never = false;
+
+	while (quiet < 200) {
+		za_io_run_until(t->io, &never, 1000000);
+		za_volume_get_stats(t->v, &st);
+		quiet = st.gc_runs == runs && !st.gc_active ? quiet + 1 : 0;
+		runs = st.gc_runs;
+	}
+}
+
+START_TEST(test_gc_sees_every_group)
+{
+	struct za_volume_stats st;
+	uint64_t *ids, empty, quarter, lba, vb, at[2];
+	bool never = false, empty_gone = false, quarter_first = false;
+	uint64_t runs = 0;
+	unsigned n, i, quiet = 0;
+	struct tvol t;
+
+	rng = 4096;
+	tvol_init(&t, 2, 1, 4000ull * (64 << 10), UINT64_MAX);
+	t.zone_bytes = 64 << 10;
+	t.zns_cap_bytes = 56 << 10;
+	t.chunk_bytes = 4096;
+	t.rows = 1;
+	t.idle_gc_ms = 1;
+	tvol_create(&t);
+	vb = t.vol_blocks;
+	for (lba = 0; lba < vb; lba += 256)
+		write_rand(&t, lba, lba + 256 <= vb ? 256 : vb - lba, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	/* Idle GC first takes the superseded checkpoints' groups, as empty
+	 * and older: let it, so that they do not count below. */
+	gc_settle(&t);
+
+	n = za_engine_groups(t.e, NULL, 0);
+	ck_assert_uint_gt(n, 4096 + 256); /* the premise */
+	ids = calloc(n, sizeof(*ids));
+	ck_assert_ptr_nonnull(ids);
+	ck_assert_uint_eq(za_engine_groups(t.e, ids, n), n);
+	empty = listed_data_group(&t, ids, n, true);
+	quarter = listed_data_group(&t, ids, n, false);
+	free(ids);
+	at[0] = trim_group(&t, empty, 1, 1);
+	at[1] = trim_group(&t, quarter, 3, 4);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+
+	/*
+	 * Idle: GC takes the empty group, before the quarter-live one. It
+	 * fails if GC goes quiet (no victim in 200 ticks of 1 ms) first.
+	 */
+	while (!empty_gone) {
+		za_io_run_until(t.io, &never, 1000000);
+		empty_gone = !group_exists(&t, empty);
+		if (!empty_gone && !group_exists(&t, quarter))
+			quarter_first = true;
+		za_volume_get_stats(t.v, &st);
+		quiet = st.gc_runs == runs && !st.gc_active ? quiet + 1 : 0;
+		runs = st.gc_runs;
+		ck_assert_msg(quiet < 200,
+			      "GC went quiet after %llu victims; the empty "
+			      "group %llu is still there",
+			      (unsigned long long)st.gc_runs,
+			      (unsigned long long)empty);
+	}
+	ck_assert_msg(!quarter_first,
+		      "the quarter-live group went before the empty one");
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	/* Around both groups (reading all of it takes longer than the rest). */
+	for (i = 0; i < 2; i++) {
+		lba = at[i] > 1024 ? at[i] - 1024 : 0;
+		check_range(&t, lba, lba + 2048 <= vb ? 2048 : vb - lba);
+	}
+	check_live(&t, vb);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
  * A stop must end even where GC cannot: with a few stripes per segment a
  * default-size volume filled to 100% and overwritten can keep GC taking
  * victim after victim while idle (design.md 8.4, the known limit), so
@@ -1921,6 +2091,11 @@ int main(void)
 	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
 	tcase_add_test(tc, test_overwrite_while_journal_queued);
 	tcase_add_test(tc, test_torn_stripe_completed);
+	suite_add_tcase(s, tc);
+	/* Thousands of groups: CK_RUN_CASE=many-groups runs it alone. */
+	tc = tcase_create("many-groups");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_gc_sees_every_group);
 	suite_add_tcase(s, tc);
 	/* A case of its own: CK_RUN_CASE=small-zones runs it alone. */
 	tc = tcase_create("small-zones");
