@@ -352,9 +352,9 @@ int main(int argc, char **argv)
 		if (now >= next_sample && prog) {
 			za_rebuild_status(rb, &rs);
 			fprintf(prog, "%.3f %.4f\n", (double)(now - t0) / 1e9,
-				rs.total_bytes ?
-					(double)rs.done_bytes /
-						(double)rs.total_bytes :
+				rs.job.total_bytes ?
+					(double)rs.job.done_bytes /
+						(double)rs.job.total_bytes :
 					0.0);
 			next_sample = now + 20000000ull;
 		}
@@ -424,15 +424,16 @@ int main(int argc, char **argv)
 		double secs = (double)(t1 - t0) / 1e9;
 		/* Bytes that must move: per lost live column slot, k slot
 		 * reads and one slot write, spread over the survivors. */
-		double slots =
-			(double)rs.done_bytes / (double)l->col_payload_bytes;
+		double slots = (double)rs.job.done_bytes /
+			       (double)l->col_payload_bytes;
 		double must = slots * (double)l->slot_bytes * (o.k + 1);
 		double limit_s = must / ((double)(o.n - 1) * (double)o.bw);
 		double whole_s = (double)o.drive_bytes / (double)o.bw;
 		double read_ratio =
-			rs.done_bytes ?
+			rs.job.done_bytes ?
 				(double)rs.read_bytes /
-					((double)o.k * (double)rs.done_bytes) :
+					((double)o.k *
+					 (double)rs.job.done_bytes) :
 				0;
 
 		if (prog) {
@@ -453,12 +454,12 @@ int main(int argc, char **argv)
 		       "\"samples_rebuild\":%zu,\"write_errors\":%d}\n",
 		       o.n, o.k, o.p, (unsigned long long)o.drive_bytes,
 		       (unsigned long long)o.bw,
-		       (unsigned long long)rs.done_bytes,
+		       (unsigned long long)rs.job.done_bytes,
 		       (unsigned long long)rs.read_bytes,
 		       (unsigned long long)rs.written_bytes, secs, limit_s,
 		       whole_s, secs > 0 ? limit_s / secs : 0,
-		       secs > 0 ? whole_s / secs : 0, read_ratio, rs.last_error,
-		       p_healthy, p_rebuild,
+		       secs > 0 ? whole_s / secs : 0, read_ratio,
+		       rs.job.last_error, p_healthy, p_rebuild,
 		       p_healthy > 0 ? p_rebuild / p_healthy : 0, healthy_n,
 		       rebuild_n, wfail);
 	}

@@ -89,34 +89,6 @@ const char *za_array_state_str(enum za_array_state s)
 	return "unknown";
 }
 
-const char *za_job_kind_str(enum za_job_kind k)
-{
-	switch (k) {
-	case ZA_JOB_REBUILD:
-		return "rebuild";
-	case ZA_JOB_DRAIN:
-		return "drain";
-	case ZA_JOB_SCRUB:
-		return "scrub";
-	case ZA_JOB_GC:
-		return "gc";
-	}
-	return "unknown";
-}
-
-const char *za_job_state_str(enum za_job_state s)
-{
-	switch (s) {
-	case ZA_JOB_RUNNING:
-		return "running";
-	case ZA_JOB_PAUSED:
-		return "paused";
-	case ZA_JOB_DONE:
-		return "done";
-	}
-	return "unknown";
-}
-
 static bool name_ok(const char *n)
 {
 	size_t i, len = n ? strlen(n) : 0;
@@ -534,13 +506,31 @@ static void rb_finished(struct za_rebuild *rb, int result, void *priv)
 	za_engine_flush(a->eng, &a->rb_flush);
 }
 
+/*
+ * Start (or re-plan) the rebuild, saying what it is: a drain while it only
+ * moves columns off members being removed or replaced, a rebuild once a
+ * member is lost (redundancy first). The kind stays when the run ends.
+ */
+static void rb_start(struct za_array *a)
+{
+	enum za_job_kind kind = ZA_JOB_REBUILD;
+	unsigned i;
+
+	if (!za_engine_nr_lost(a->eng))
+		for (i = 0; i < a->nr_members; i++)
+			if (a->states[i] == ZA_MEMBER_DRAINING)
+				kind = ZA_JOB_DRAIN;
+	za_rebuild_set_kind(a->rb, kind);
+	za_rebuild_start(a->rb);
+}
+
 static void rb_start_later(struct za_io_defer *d)
 {
 	struct za_array *a = container_of(d, struct za_array, rb_defer);
 
 	a->rb_defer_pending = false;
 	if (a->rb && !a->stopping)
-		za_rebuild_start(a->rb);
+		rb_start(a);
 }
 
 /* Start (or re-plan) the rebuild on the loop, whatever the policy. */
@@ -589,7 +579,7 @@ static void scrub_finished(struct za_scrub *sc, int result, void *priv)
 		 * it after the next assembly, as zpool does after a reboot. */
 		sv.running = result == -ECANCELED && !a->scrub_stop_asked;
 		sv.position = st.position;
-		sv.rate_bps = st.rate_limit_bps;
+		sv.rate_bps = st.job.rate_limit_bps;
 		a->scrub_save(a->scrub_save_priv, &sv);
 	}
 	a->scrub_stop_asked = false;
@@ -606,7 +596,7 @@ static void scrub_save_now(struct za_array *a, bool running, bool progress)
 	sv.running = running;
 	sv.progress = progress;
 	sv.position = st.position;
-	sv.rate_bps = st.rate_limit_bps;
+	sv.rate_bps = st.job.rate_limit_bps;
 	a->scrub_save(a->scrub_save_priv, &sv);
 }
 
@@ -678,12 +668,12 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 	za_rebuild_status(a->rb, &st);
 	switch (op) {
 	case ZA_ARRAY_REBUILD_START:
-		if (st.state == ZA_REBUILD_RUNNING) {
+		if (st.job.state == ZA_JOB_RUNNING) {
 			seterr(err, errlen, "a rebuild of '%s' is running",
 			       a->sb->name);
 			return -EALREADY;
 		}
-		if (st.state == ZA_REBUILD_PAUSED) {
+		if (st.job.state == ZA_JOB_PAUSED) {
 			seterr(err, errlen,
 			       "the rebuild of '%s' is paused: resume it",
 			       a->sb->name);
@@ -693,10 +683,10 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 			za_rebuild_set_rate(a->rb, rate_bps);
 		za_log_info("array %s: rebuild started by request",
 			    a->sb->name);
-		za_rebuild_start(a->rb);
+		rb_start(a);
 		return 0;
 	case ZA_ARRAY_REBUILD_PAUSE:
-		if (st.state != ZA_REBUILD_RUNNING) {
+		if (st.job.state != ZA_JOB_RUNNING) {
 			seterr(err, errlen, "no rebuild of '%s' is running",
 			       a->sb->name);
 			return -EINVAL;
@@ -705,7 +695,7 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 		za_log_info("array %s: rebuild paused", a->sb->name);
 		return 0;
 	case ZA_ARRAY_REBUILD_RESUME:
-		if (st.state != ZA_REBUILD_PAUSED) {
+		if (st.job.state != ZA_JOB_PAUSED) {
 			seterr(err, errlen, "the rebuild of '%s' is not paused",
 			       a->sb->name);
 			return -EINVAL;
@@ -1363,6 +1353,22 @@ static void volume_status(const struct za_volume *v,
 	o->recovered_stripes = vs.recovered_stripes;
 }
 
+/* What every kind of job shows, from the job core's progress. */
+static void job_status_fill(struct za_array_job_status *js,
+			    enum za_job_kind kind,
+			    const struct za_job_progress *pr)
+{
+	js->kind = kind;
+	js->state = pr->state;
+	js->done_bytes = pr->done_bytes;
+	js->total_bytes = pr->total_bytes;
+	js->rate_bps = pr->rate_bps;
+	js->eta_s = pr->eta_s;
+	js->rate_limit_bps = pr->rate_limit_bps;
+	js->elapsed_ns = pr->elapsed_ns;
+	js->error = pr->last_error;
+}
+
 int za_array_status(struct za_array *a, struct za_array_status *st)
 {
 	unsigned i, worst = 0;
@@ -1414,23 +1420,12 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		struct za_scrub_status ss;
 
 		za_scrub_status(a->scrub, &ss);
-		if (ss.state != ZA_SCRUB_IDLE) {
+		if (ss.job.state != ZA_JOB_IDLE) {
 			struct za_array_job_status *js =
 				&st->jobs[st->nr_jobs++];
 
-			js->kind = ZA_JOB_SCRUB;
-			js->state =
-				ss.state == ZA_SCRUB_RUNNING ? ZA_JOB_RUNNING :
-				ss.state == ZA_SCRUB_PAUSED  ? ZA_JOB_PAUSED :
-							       ZA_JOB_DONE;
-			js->done_bytes = ss.done_bytes;
-			js->total_bytes = ss.total_bytes;
-			js->rate_bps = ss.rate_bps;
-			js->eta_s = ss.eta_s;
-			js->rate_limit_bps = ss.rate_limit_bps;
+			job_status_fill(js, ZA_JOB_SCRUB, &ss.job);
 			js->read_bytes = ss.read_bytes;
-			js->elapsed_ns = ss.elapsed_ns;
-			js->error = ss.last_error;
 			js->err_read = ss.err_read;
 			js->err_checksum = ss.err_checksum;
 			js->err_parity = ss.err_parity;
@@ -1443,29 +1438,12 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 		struct za_rebuild_status rs;
 
 		za_rebuild_status(a->rb, &rs);
-		if (rs.state != ZA_REBUILD_IDLE) {
+		if (rs.job.state != ZA_JOB_IDLE) {
 			struct za_array_job_status *js =
 				&st->jobs[st->nr_jobs++];
-
-			js->kind = ZA_JOB_REBUILD;
-			/* Moving columns off draining members: a drain. */
-			for (i = 0; i < a->nr_members; i++)
-				if (a->states[i] == ZA_MEMBER_DRAINING)
-					js->kind = ZA_JOB_DRAIN;
-			js->state = rs.state == ZA_REBUILD_RUNNING ?
-					    ZA_JOB_RUNNING :
-				    rs.state == ZA_REBUILD_PAUSED ?
-					    ZA_JOB_PAUSED :
-					    ZA_JOB_DONE;
-			js->done_bytes = rs.done_bytes;
-			js->total_bytes = rs.total_bytes;
-			js->rate_bps = rs.rate_bps;
-			js->eta_s = rs.eta_s;
-			js->rate_limit_bps = rs.rate_limit_bps;
+			job_status_fill(js, rs.kind, &rs.job);
 			js->read_bytes = rs.read_bytes;
 			js->written_bytes = rs.written_bytes;
-			js->elapsed_ns = rs.elapsed_ns;
-			js->error = rs.last_error;
 			if (js->state == ZA_JOB_DONE)
 				js->cols_left =
 					rs.cols_waiting + rs.cols_failed;
@@ -1915,8 +1893,8 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 	}
 	za_scrub_status(a->scrub, &st);
 	if (!start) {
-		if (st.state != ZA_SCRUB_RUNNING &&
-		    st.state != ZA_SCRUB_PAUSED) {
+		if (st.job.state != ZA_JOB_RUNNING &&
+		    st.job.state != ZA_JOB_PAUSED) {
 			seterr(err, errlen, "no scrub of '%s' is running",
 			       a->sb->name);
 			return -EINVAL;
@@ -1925,7 +1903,7 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 		za_scrub_stop(a->scrub);
 		return 0;
 	}
-	if (st.state == ZA_SCRUB_RUNNING || st.state == ZA_SCRUB_PAUSED) {
+	if (st.job.state == ZA_JOB_RUNNING || st.job.state == ZA_JOB_PAUSED) {
 		seterr(err, errlen, "a scrub of '%s' is running", a->sb->name);
 		return -EALREADY;
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "job.h"
 #include "sb.h"
 
 struct za_array;
@@ -29,20 +30,7 @@ enum za_array_state {
 };
 const char *za_array_state_str(enum za_array_state s);
 
-enum za_job_kind {
-	ZA_JOB_REBUILD = 1,
-	ZA_JOB_DRAIN = 2,
-	ZA_JOB_SCRUB = 3,
-	ZA_JOB_GC = 4,
-};
-const char *za_job_kind_str(enum za_job_kind k);
-
-enum za_job_state {
-	ZA_JOB_RUNNING = 1,
-	ZA_JOB_PAUSED = 2,
-	ZA_JOB_DONE = 3,
-};
-const char *za_job_state_str(enum za_job_state s);
+/* Jobs' kinds and states: enum za_job_kind, enum za_job_state (job.h). */
 
 struct za_array_create_params {
 	const char *name; /* 1..63 chars of [A-Za-z0-9_.-] */

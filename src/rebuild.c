@@ -61,24 +61,13 @@
 
 #include "container.h"
 #include "log.h"
-#include "pace.h"
 #include "rebuild.h"
 
-#define GRP_HASH 256u
 #define BUSY_RETRY_NS (50ull * 1000 * 1000)
 
 struct rseg {
 	struct za_engine_degraded d;
-	uint64_t *live; /* nr_written bits */
-	uint32_t nr_live;
-	uint32_t last_live; /* valid if nr_live */
-};
-
-struct rgrp {
-	uint64_t id;
-	unsigned w;
-	struct rseg **segs; /* by place in the group */
-	struct rgrp *next;
+	struct za_live_seg ls; /* its live stripes (job.h) */
 };
 
 struct rcol {
@@ -90,13 +79,11 @@ struct rcol {
 
 struct za_rebuild {
 	struct za_rebuild_params p;
-	enum za_rebuild_state state;
-	bool stopping;
+	struct za_job job; /* state, pacing, progress, the timer */
 	bool rescan; /* look again when the columns in flight are done */
 	bool busy_left; /* some listed segments were still being written */
 	bool space_wait; /* a column waits for GC to free space */
 	bool flushing;
-	bool timer_pending;
 	bool start_again; /* a start came while the last run wound down */
 	bool in_pass;
 
@@ -104,37 +91,20 @@ struct za_rebuild {
 	struct rseg *segs;
 	size_t nr_segs, next_seg;
 	uint64_t next_todo; /* columns of segs[next_seg] not started yet */
-	struct rgrp *ghash[GRP_HASH];
+	struct za_live_set live;
 	struct rcol *running;
 	unsigned nr_running;
 	struct za_vol_req flush;
-	struct za_io_defer timer;
 	int error; /* of the run: the first column that could not be done */
 
 	/* replace: where the columns of a draining member go (-1: any) */
 	int dest[ZA_SB_MAX_MEMBERS];
 
-	struct za_pace pace; /* the rate limit's bucket, the rate shown */
-
-	/* progress */
+	/* What the rebuild counts beyond the job's progress. */
 	struct za_rebuild_status st;
-	uint64_t start_ns, end_ns;
 };
 
-const char *za_rebuild_state_str(enum za_rebuild_state s)
-{
-	switch (s) {
-	case ZA_REBUILD_IDLE:
-		return "idle";
-	case ZA_REBUILD_RUNNING:
-		return "running";
-	case ZA_REBUILD_PAUSED:
-		return "paused";
-	case ZA_REBUILD_DONE:
-		return "done";
-	}
-	return "unknown";
-}
+static void on_timer(struct za_job *j);
 
 int za_rebuild_new(const struct za_rebuild_params *p, struct za_rebuild **out)
 {
@@ -143,7 +113,9 @@ int za_rebuild_new(const struct za_rebuild_params *p, struct za_rebuild **out)
 	if (!rb)
 		return -ENOMEM;
 	rb->p = *p;
-	rb->st.rate_limit_bps = p->rate_bps;
+	za_job_init(&rb->job, p->io, "rebuild", p->rate_bps, on_timer);
+	rb->st.kind = ZA_JOB_REBUILD;
+	za_live_init(&rb->live, p->eng);
 	for (unsigned i = 0; i < ZA_SB_MAX_MEMBERS; i++)
 		rb->dest[i] = -1;
 	*out = rb;
@@ -153,29 +125,20 @@ int za_rebuild_new(const struct za_rebuild_params *p, struct za_rebuild **out)
 static void pass_clear(struct za_rebuild *rb)
 {
 	size_t i;
-	unsigned h;
 
 	for (i = 0; i < rb->nr_segs; i++)
-		free(rb->segs[i].live);
+		za_live_seg_fini(&rb->segs[i].ls);
 	free(rb->segs);
 	rb->segs = NULL;
 	rb->nr_segs = rb->next_seg = 0;
 	rb->next_todo = 0;
 	rb->space_wait = false;
-	for (h = 0; h < GRP_HASH; h++) {
-		struct rgrp *g;
-
-		while ((g = rb->ghash[h])) {
-			rb->ghash[h] = g->next;
-			free(g->segs);
-			free(g);
-		}
-	}
+	za_live_clear(&rb->live);
 }
 
 bool za_rebuild_busy(const struct za_rebuild *rb)
 {
-	return rb->nr_running || rb->flushing || rb->timer_pending;
+	return rb->nr_running || rb->flushing || za_job_busy(&rb->job);
 }
 
 void za_rebuild_free(struct za_rebuild *rb)
@@ -214,14 +177,13 @@ static void kick_all(struct za_rebuild *rb)
 static void pass_begin(struct za_rebuild *rb);
 static void dispatch(struct za_rebuild *rb);
 
-static void on_timer(struct za_io_defer *d)
+static void on_timer(struct za_job *j)
 {
-	struct za_rebuild *rb = container_of(d, struct za_rebuild, timer);
+	struct za_rebuild *rb = container_of(j, struct za_rebuild, job);
 
-	rb->timer_pending = false;
-	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED) {
+	if (!za_job_in_run(j)) {
 		/* The run ended with this timer set: a start waited for it. */
-		if (rb->start_again && !rb->stopping) {
+		if (rb->start_again && !j->stopping) {
 			rb->start_again = false;
 			za_rebuild_start(rb);
 		}
@@ -234,71 +196,48 @@ static void on_timer(struct za_io_defer *d)
 		return;
 	}
 	/* A pass waiting for segments still being written: look again. */
-	if (rb->state == ZA_REBUILD_RUNNING)
+	if (j->state == ZA_JOB_RUNNING)
 		pass_begin(rb);
-}
-
-static void timer_at(struct za_rebuild *rb, uint64_t when_ns)
-{
-	if (rb->timer_pending)
-		return;
-	rb->timer_pending = true;
-	rb->timer.fn = on_timer;
-	za_io_defer_at(rb->p.io, &rb->timer, when_ns);
 }
 
 static bool may_start(struct za_col_rebuild *cr, uint64_t bytes)
 {
 	struct rcol *c = cr->priv;
-	struct za_rebuild *rb = c->rb;
-	uint64_t retry_ns;
 
-	if (rb->state != ZA_REBUILD_RUNNING || rb->stopping)
-		return false;
-	if (za_pace_take(&rb->pace, rb->st.rate_limit_bps, bytes,
-			 za_io_now_ns(), &retry_ns))
-		return true;
-	timer_at(rb, retry_ns);
-	return false;
+	return za_job_take(&c->rb->job, bytes);
 }
 
 static void on_progress(struct za_col_rebuild *cr, uint64_t bytes)
 {
 	struct rcol *c = cr->priv;
-	struct za_rebuild *rb = c->rb;
 
 	c->done_bytes += bytes;
-	rb->st.done_bytes += bytes;
-	za_pace_sample(&rb->pace, rb->st.done_bytes, za_io_now_ns(),
-		       &rb->st.rate_bps);
+	za_job_progress(&c->rb->job, bytes);
 }
 
 /* ---- columns ---- */
 
 static void run_end(struct za_rebuild *rb, int result)
 {
+	struct za_job_progress *pr = &rb->job.pr;
+
 	rb->in_pass = false;
 	pass_clear(rb);
-	rb->state = ZA_REBUILD_DONE;
-	rb->stopping = false;
-	rb->end_ns = za_io_now_ns();
-	rb->st.last_error = result;
-	if (!result)
-		rb->st.rate_bps = 0;
+	za_job_end(&rb->job, result);
 	/* Everything was done: what the total still counts vanished on the
 	 * way (garbage collection freed those segments, or a column found
 	 * them dead). A run that ended "done" shows 100%. */
 	if (!result && !rb->st.cols_waiting && !rb->st.cols_failed)
-		rb->st.total_bytes = rb->st.done_bytes;
-	za_log_info("rebuild: %s: %llu of %llu bytes restored, %llu columns "
+		pr->total_bytes = pr->done_bytes;
+	za_log_info("%s: %s: %llu of %llu bytes restored, %llu columns "
 		    "rebuilt, %llu dead left alone, %llu failed, in %.1f s",
-		    result ? strerror(-result) : "done",
-		    (unsigned long long)rb->st.done_bytes,
-		    (unsigned long long)rb->st.total_bytes,
+		    rb->job.name, result ? strerror(-result) : "done",
+		    (unsigned long long)pr->done_bytes,
+		    (unsigned long long)pr->total_bytes,
 		    (unsigned long long)rb->st.cols_done,
 		    (unsigned long long)rb->st.cols_dead,
 		    (unsigned long long)rb->st.cols_failed,
-		    (double)(rb->end_ns - rb->start_ns) / 1e9);
+		    (double)(rb->job.end_ns - rb->job.start_ns) / 1e9);
 	if (rb->st.cols_waiting)
 		za_log_warn(
 			"rebuild: %llu columns have no member outside their "
@@ -324,9 +263,8 @@ static void col_done(struct za_col_rebuild *cr, int result)
 		/* Aborted (a pause, a stop): its replacement zone was given
 		 * back, so what it restored is not restored. A run's count
 		 * is only reset with no column running. */
-		assert(c->done_bytes <= rb->st.done_bytes);
-		rb->st.done_bytes -= c->done_bytes;
-		za_pace_unsample(&rb->pace, c->done_bytes);
+		assert(c->done_bytes <= rb->job.pr.done_bytes);
+		za_job_unprogress(&rb->job, c->done_bytes);
 	}
 	if (!result) {
 		rb->st.cols_done++;
@@ -354,8 +292,8 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
 	c->rb = rb;
 	c->cr.seg_id = s->d.seg_id;
 	c->cr.col = col;
-	c->cr.nr_stripes = s->last_live + 1;
-	c->cr.live = s->live;
+	c->cr.nr_stripes = s->ls.last_live + 1;
+	c->cr.live = s->ls.live;
 	c->cr.window = rb->p.window;
 	/* A column on a draining member is moved, not decoded. */
 	c->cr.move = !(s->d.lost_cols & (1ull << col));
@@ -442,8 +380,8 @@ static unsigned max_cols(const struct za_rebuild *rb)
 	 * and could leave too few free zones to open a segment (the state
 	 * of tools/zloop seed 130008, with --rate 1 before its pause).
 	 */
-	if (rb->st.rate_limit_bps && stripes) {
-		uint64_t by_rate = rb->st.rate_limit_bps * RB_RATE_AHEAD_S /
+	if (rb->job.pr.rate_limit_bps && stripes) {
+		uint64_t by_rate = rb->job.pr.rate_limit_bps * RB_RATE_AHEAD_S /
 				   (stripes * l->col_payload_bytes);
 
 		if (n > by_rate)
@@ -459,8 +397,8 @@ static void dispatch(struct za_rebuild *rb)
 {
 	unsigned budget = max_cols(rb);
 
-	while (rb->state == ZA_REBUILD_RUNNING && rb->in_pass &&
-	       !rb->flushing && !rb->stopping && !rb->rescan &&
+	while (rb->job.state == ZA_JOB_RUNNING && rb->in_pass &&
+	       !rb->flushing && !rb->job.stopping && !rb->rescan &&
 	       rb->next_seg < rb->nr_segs && rb->nr_running < budget) {
 		struct rseg *s = &rb->segs[rb->next_seg];
 		unsigned col;
@@ -483,7 +421,7 @@ static void dispatch(struct za_rebuild *rb)
 				rb->busy_left = true;
 			continue;
 		}
-		if (!s->nr_live) {
+		if (!s->ls.nr_live) {
 			za_engine_seg_mark_dead(rb->p.eng, s->d.seg_id,
 						1ull << col);
 			rb->st.cols_dead++;
@@ -495,8 +433,9 @@ static void dispatch(struct za_rebuild *rb)
 			rb->next_todo |= 1ull << col;
 			if (!rb->space_wait) {
 				rb->st.space_waits++;
-				za_log_info("rebuild: waiting for garbage "
-					    "collection to free space");
+				za_log_info("%s: waiting for garbage "
+					    "collection to free space",
+					    rb->job.name);
 			}
 			rb->space_wait = true;
 			break;
@@ -528,17 +467,17 @@ static void dispatch(struct za_rebuild *rb)
 	}
 	if (!rb->in_pass || rb->flushing || rb->nr_running)
 		return;
-	if (rb->stopping) {
+	if (rb->job.stopping) {
 		run_end(rb, -ECANCELED);
 		return;
 	}
 	/* Paused: the pass waits, holding nothing, until resume() lists the
 	 * work again. */
-	if (rb->state == ZA_REBUILD_PAUSED)
+	if (rb->job.state == ZA_JOB_PAUSED)
 		return;
 	if (rb->space_wait && !rb->rescan) {
 		/* Nothing running will call back: poll. */
-		timer_at(rb, za_io_now_ns() + BUSY_RETRY_NS);
+		za_job_retry_at(&rb->job, za_io_now_ns() + BUSY_RETRY_NS);
 		return;
 	}
 	if (rb->next_seg < rb->nr_segs && !rb->rescan)
@@ -554,60 +493,13 @@ static void dispatch(struct za_rebuild *rb)
 	}
 	if (rb->busy_left) {
 		rb->busy_left = false;
-		timer_at(rb, za_io_now_ns() + BUSY_RETRY_NS);
+		za_job_retry_at(&rb->job, za_io_now_ns() + BUSY_RETRY_NS);
 		return;
 	}
 	run_end(rb, rb->error);
 }
 
 /* ---- a pass: list, liveness, flush ---- */
-
-static struct rgrp *grp_find(struct za_rebuild *rb, uint64_t id)
-{
-	struct rgrp *g;
-
-	for (g = rb->ghash[id % GRP_HASH]; g; g = g->next)
-		if (g->id == id)
-			return g;
-	return NULL;
-}
-
-static void set_live(struct rseg *s, uint32_t idx)
-{
-	if (idx >= s->d.nr_written)
-		return;
-	if (s->live[idx / 64] & (1ull << (idx % 64)))
-		return;
-	s->live[idx / 64] |= 1ull << (idx % 64);
-	if (!s->nr_live || idx > s->last_live)
-		s->last_live = idx;
-	s->nr_live++;
-}
-
-static int live_extent(void *priv, uint64_t group, uint64_t pos, uint64_t n)
-{
-	struct za_rebuild *rb = priv;
-	struct rgrp *g = grp_find(rb, group);
-	const struct za_stripe_layout *l;
-	uint64_t j, j0, j1;
-
-	if (!g || !n)
-		return 0;
-	for (j = 0; j < g->w && !g->segs[j]; j++)
-		;
-	if (j == g->w)
-		return 0;
-	l = za_engine_stream_layout(rb->p.eng, g->segs[j]->d.stream);
-	j0 = pos / l->data_blocks;
-	j1 = (pos + n - 1) / l->data_blocks;
-	for (j = j0; j <= j1; j++) {
-		struct rseg *s = g->segs[j % g->w];
-
-		if (s)
-			set_live(s, (uint32_t)(j / g->w));
-	}
-	return 0;
-}
 
 static void flushed(struct za_vol_req *r, int result)
 {
@@ -620,13 +512,8 @@ static void flushed(struct za_vol_req *r, int result)
 		za_log_warn("rebuild: volume flush failed (%s): dead stripes "
 			    "are rebuilt too",
 			    strerror(-result));
-		for (i = 0; i < rb->nr_segs; i++) {
-			struct rseg *s = &rb->segs[i];
-			uint32_t k;
-
-			for (k = 0; k < s->d.nr_written; k++)
-				set_live(s, k);
-		}
+		for (i = 0; i < rb->nr_segs; i++)
+			za_live_set_all(&rb->segs[i].ls);
 	}
 	/*
 	 * A pass starts with nothing in flight, so the run's total is what
@@ -635,15 +522,15 @@ static void flushed(struct za_vol_req *r, int result)
 	 * not start (a new failure ends a pass early; a segment still being
 	 * written is retried every 50 ms): the total grew past the work.
 	 */
-	rb->st.total_bytes = rb->st.done_bytes;
+	rb->job.pr.total_bytes = rb->job.pr.done_bytes;
 	for (i = 0; i < rb->nr_segs; i++) {
 		const struct rseg *s = &rb->segs[i];
 		const struct za_stripe_layout *l =
 			za_engine_stream_layout(rb->p.eng, s->d.stream);
 
-		rb->st.total_bytes += (uint64_t)s->nr_live *
-				      l->col_payload_bytes *
-				      (unsigned)__builtin_popcountll(s->d.todo);
+		rb->job.pr.total_bytes +=
+			(uint64_t)s->ls.nr_live * l->col_payload_bytes *
+			(unsigned)__builtin_popcountll(s->d.todo);
 	}
 	za_engine_rebuild_plan(rb->p.eng);
 	dispatch(rb);
@@ -679,50 +566,17 @@ static int list_live(struct za_rebuild *rb)
 	free(d);
 	for (i = 0; i < rb->nr_segs && !ret; i++) {
 		struct rseg *s = &rb->segs[i];
-		struct rgrp *g;
 
-		s->live = calloc((s->d.nr_written + 63) / 64 + 1,
-				 sizeof(*s->live));
-		if (!s->live) {
-			ret = -ENOMEM;
-			break;
-		}
-		g = grp_find(rb, s->d.group_id);
-		if (!g) {
-			g = calloc(1, sizeof(*g));
-			if (g)
-				g->segs =
-					calloc(s->d.group_w, sizeof(*g->segs));
-			if (!g || !g->segs) {
-				free(g);
-				ret = -ENOMEM;
-				break;
-			}
-			g->id = s->d.group_id;
-			g->w = s->d.group_w;
-			g->next = rb->ghash[g->id % GRP_HASH];
-			rb->ghash[g->id % GRP_HASH] = g;
-		}
-		if (s->d.group_pos < g->w)
-			g->segs[s->d.group_pos] = s;
-		/* Journal and metadata segments hold records the map does
-		 * not show (unmaps, checkpoints): all of it counts. */
-		if (s->d.stream != ZA_STREAM_DATA) {
-			uint32_t k;
-
-			for (k = 0; k < s->d.nr_written; k++)
-				set_live(s, k);
-		}
+		s->ls.seg_id = s->d.seg_id;
+		s->ls.group_id = s->d.group_id;
+		s->ls.nr_written = s->d.nr_written;
+		s->ls.gpos = (uint16_t)s->d.group_pos;
+		s->ls.gw = (uint16_t)s->d.group_w;
+		s->ls.stream = (uint8_t)s->d.stream;
+		ret = za_live_add(&rb->live, &s->ls);
 	}
-	if (!ret && rb->p.vol)
-		ret = za_volume_walk_live(rb->p.vol, live_extent, rb);
-	else if (!ret) /* no volume: everything written is live */
-		for (i = 0; i < rb->nr_segs; i++) {
-			uint32_t k;
-
-			for (k = 0; k < rb->segs[i].d.nr_written; k++)
-				set_live(&rb->segs[i], k);
-		}
+	if (!ret)
+		ret = za_live_walk(&rb->live, rb->p.vol);
 	if (ret)
 		pass_clear(rb);
 	return ret;
@@ -747,7 +601,8 @@ static void pass_begin(struct za_rebuild *rb)
 	rb->in_pass = true;
 	rb->next_seg = 0;
 	rb->next_todo = rb->segs[0].d.todo;
-	za_log_info("rebuild: %zu degraded segments to look at", rb->nr_segs);
+	za_log_info("%s: %zu degraded segments to look at", rb->job.name,
+		    rb->nr_segs);
 	if (!rb->p.vol) {
 		rb->flushing = true;
 		flushed(&rb->flush, 0);
@@ -775,7 +630,7 @@ int za_rebuild_mark_dead_now(struct za_rebuild *rb)
 		const struct rseg *s = &rb->segs[i];
 		uint64_t cols = s->d.lost_cols & s->d.todo;
 
-		if (s->nr_live || !cols || s->d.busy)
+		if (s->ls.nr_live || !cols || s->d.busy)
 			continue;
 		za_engine_seg_mark_dead(rb->p.eng, s->d.seg_id, cols);
 		marked += (unsigned)__builtin_popcountll(cols);
@@ -792,15 +647,16 @@ int za_rebuild_mark_dead_now(struct za_rebuild *rb)
 
 void za_rebuild_start(struct za_rebuild *rb)
 {
-	if (rb->state == ZA_REBUILD_RUNNING || rb->state == ZA_REBUILD_PAUSED) {
+	if (za_job_in_run(&rb->job)) {
 		/* A new failure: look again once the columns in flight end. */
 		if (rb->in_pass)
 			rb->rescan = true;
-		else if (!rb->timer_pending && rb->state == ZA_REBUILD_RUNNING)
+		else if (!za_job_busy(&rb->job) &&
+			 rb->job.state == ZA_JOB_RUNNING)
 			pass_begin(rb);
 		return;
 	}
-	if (rb->stopping)
+	if (rb->job.stopping)
 		return; /* stopped on purpose: the array is going away */
 	if (za_rebuild_busy(rb)) {
 		/* Only a timer of the run that ended can be left (a run ends
@@ -810,16 +666,10 @@ void za_rebuild_start(struct za_rebuild *rb)
 		rb->start_again = true;
 		return;
 	}
-	rb->state = ZA_REBUILD_RUNNING;
+	za_job_begin(&rb->job);
 	rb->error = 0;
-	rb->st.done_bytes = rb->st.total_bytes = 0;
 	rb->st.read_bytes = rb->st.written_bytes = 0;
 	rb->st.cols_done = rb->st.cols_dead = rb->st.cols_failed = 0;
-	rb->st.rate_bps = 0;
-	rb->st.last_error = 0;
-	memset(&rb->pace, 0, sizeof(rb->pace));
-	rb->start_ns = za_io_now_ns();
-	rb->end_ns = 0;
 	pass_begin(rb);
 }
 
@@ -837,17 +687,17 @@ void za_rebuild_start(struct za_rebuild *rb)
  */
 void za_rebuild_pause(struct za_rebuild *rb)
 {
-	if (rb->state != ZA_REBUILD_RUNNING)
+	if (rb->job.state != ZA_JOB_RUNNING)
 		return;
-	rb->state = ZA_REBUILD_PAUSED;
+	rb->job.state = ZA_JOB_PAUSED;
 	abort_all(rb);
 }
 
 void za_rebuild_resume(struct za_rebuild *rb)
 {
-	if (rb->state != ZA_REBUILD_PAUSED)
+	if (rb->job.state != ZA_JOB_PAUSED)
 		return;
-	rb->state = ZA_REBUILD_RUNNING;
+	rb->job.state = ZA_JOB_RUNNING;
 	if (rb->in_pass) {
 		/* What the pass listed may be gone or dead by now: its end
 		 * (once aborted columns are done) begins a new one. */
@@ -855,14 +705,13 @@ void za_rebuild_resume(struct za_rebuild *rb)
 		dispatch(rb);
 		return;
 	}
-	if (!rb->timer_pending)
+	if (!za_job_busy(&rb->job))
 		pass_begin(rb);
 }
 
 void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps)
 {
-	rb->st.rate_limit_bps = rate_bps;
-	za_pace_reset_bucket(&rb->pace);
+	za_job_set_rate(&rb->job, rate_bps);
 	kick_all(rb);
 }
 
@@ -871,14 +720,14 @@ void za_rebuild_stop(struct za_rebuild *rb)
 	/* A start waiting for the last run's timer is cancelled too: the
 	 * array may be going away (its stop waits for that timer). */
 	rb->start_again = false;
-	if (rb->state != ZA_REBUILD_RUNNING && rb->state != ZA_REBUILD_PAUSED)
+	if (!za_job_in_run(&rb->job))
 		return;
-	rb->stopping = true;
+	rb->job.stopping = true;
 	abort_all(rb);
 	/* Columns with nothing in flight end inside the abort, and the last
 	 * one's col_done() ends the run: ending it here again called
 	 * finished() twice (a stop right after the columns started). */
-	if (rb->state == ZA_REBUILD_DONE)
+	if (rb->job.state == ZA_JOB_DONE)
 		return;
 	if (rb->in_pass && !rb->nr_running && !rb->flushing) {
 		run_end(rb, -ECANCELED);
@@ -891,20 +740,14 @@ void za_rebuild_stop(struct za_rebuild *rb)
 void za_rebuild_status(const struct za_rebuild *rb,
 		       struct za_rebuild_status *st)
 {
-	uint64_t left;
-
 	*st = rb->st;
-	st->state = rb->state;
-	st->elapsed_ns = rb->start_ns ?
-				 (rb->end_ns ? rb->end_ns : za_io_now_ns()) -
-					 rb->start_ns :
-				 0;
-	left = st->total_bytes > st->done_bytes ?
-		       st->total_bytes - st->done_bytes :
-		       0;
-	st->eta_s = st->rate_bps && rb->state == ZA_REBUILD_RUNNING ?
-			    (left + st->rate_bps - 1) / st->rate_bps :
-			    0;
+	za_job_get_progress(&rb->job, &st->job);
+}
+
+void za_rebuild_set_kind(struct za_rebuild *rb, enum za_job_kind kind)
+{
+	rb->st.kind = kind;
+	rb->job.name = za_job_kind_str(kind);
 }
 
 void za_rebuild_set_dest(struct za_rebuild *rb, unsigned from, int to)

@@ -18,18 +18,11 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "job.h"
 #include "segment.h"
 #include "volume.h"
 
 struct za_rebuild;
-
-enum za_rebuild_state {
-	ZA_REBUILD_IDLE = 0, /* never started, or stopped */
-	ZA_REBUILD_RUNNING = 1,
-	ZA_REBUILD_PAUSED = 2,
-	ZA_REBUILD_DONE = 3, /* the last run ended (see last_error) */
-};
-const char *za_rebuild_state_str(enum za_rebuild_state s);
 
 struct za_rebuild_params {
 	struct za_io *io;
@@ -49,21 +42,18 @@ struct za_rebuild_params {
 };
 
 struct za_rebuild_status {
-	enum za_rebuild_state state;
-	uint64_t done_bytes; /* lost column bytes of live stripes restored */
-	uint64_t total_bytes; /* ... to restore, as known so far */
-	uint64_t rate_bps; /* recent; 0 until measured */
-	uint64_t eta_s; /* 0: unknown */
+	/* State, rate, ETA, last error; done_bytes: lost column bytes of
+	 * live stripes restored, total_bytes: ... to restore, as known so
+	 * far. */
+	struct za_job_progress job;
+	enum za_job_kind kind; /* za_rebuild_set_kind() */
 	uint64_t read_bytes, written_bytes; /* device bytes */
 	uint64_t cols_done, cols_dead, cols_failed;
 	uint64_t cols_waiting; /* no member outside the segment can take
 				* them: they wait for a drive (last pass) */
-	uint64_t rate_limit_bps;
 	uint64_t space_waits; /* times a column waited for garbage collection
 			       * to free space (za_volume_spare_ok), since
 			       * the job was created */
-	uint64_t elapsed_ns; /* of the current or last run */
-	int last_error;
 };
 
 int za_rebuild_new(const struct za_rebuild_params *p, struct za_rebuild **out);
@@ -98,6 +88,13 @@ void za_rebuild_resume(struct za_rebuild *rb);
 void za_rebuild_set_rate(struct za_rebuild *rb, uint64_t rate_bps);
 /* Abort the columns in flight; finished(-ECANCELED) when they are. */
 void za_rebuild_stop(struct za_rebuild *rb);
+/*
+ * What the runs from now on are, for status and the log: a rebuild
+ * (default: lost columns restored) or a drain (columns moved off members
+ * being removed or replaced). Kept when a run ends, so that a drain that
+ * finished still says it was one.
+ */
+void za_rebuild_set_kind(struct za_rebuild *rb, enum za_job_kind kind);
 /* Columns moved off member @from go to member @to when it can take them
  * (zarray replace); @to < 0: anywhere. */
 void za_rebuild_set_dest(struct za_rebuild *rb, unsigned from, int to);

@@ -63,10 +63,8 @@
 #include "container.h"
 #include "ec.h"
 #include "log.h"
-#include "pace.h"
 #include "scrub.h"
 
-#define GRP_HASH 256u
 #define BATCH_SEGS 65536u
 #define BUSY_RETRY_NS (50ull * 1000 * 1000)
 #define BUSY_TRIES 100u /* a segment still busy after 5 s is skipped */
@@ -74,19 +72,8 @@
 
 /* A listed segment. */
 struct sseg {
-	uint64_t id, group_id;
-	uint64_t *live; /* nr_written bits, while its batch runs */
-	uint32_t nr_written, nr_live, last_live;
-	uint16_t gpos, gw;
-	uint8_t stream;
+	struct za_live_seg ls; /* id, group; live[] while its batch runs */
 	bool done;
-};
-
-struct sgrp {
-	uint64_t id;
-	unsigned w;
-	struct sseg **segs; /* by place in the group; NULL: not in batch */
-	struct sgrp *next;
 };
 
 struct srun;
@@ -128,45 +115,30 @@ struct srun {
 
 struct za_scrub {
 	struct za_scrub_params p;
-	enum za_scrub_state state;
-	bool in_run, listed, stopping, flushing, timer_pending, kick_pending;
+	struct za_job job; /* state, pacing, progress, the timer */
+	bool in_run, listed, flushing, kick_pending;
 	bool dispatching, again;
 
 	struct sseg *segs; /* the run's list, by id */
 	size_t nr_segs;
 	size_t batch_start, batch_end, next_seg, done_upto;
-	struct sgrp *ghash[GRP_HASH];
+	struct za_live_set live; /* the batch's segments */
 	struct srun *running;
 	unsigned nr_running;
 	unsigned moves; /* column moves running */
 	bool decoding; /* one of them decodes: it runs alone */
 	struct za_vol_req flush;
-	struct za_io_defer timer; /* rate limit, busy retries */
 	struct za_io_defer kick; /* the first step of a run */
 	int error; /* the first thing that went wrong in the run */
 	int abort_err; /* ends the run (-ENOMEM) */
 
-	struct za_pace pace; /* the rate limit's bucket, the rate shown */
 	uint64_t position;
 
+	/* What the scrub counts beyond the job's progress. */
 	struct za_scrub_status st;
-	uint64_t start_ns, end_ns;
 };
 
-const char *za_scrub_state_str(enum za_scrub_state s)
-{
-	switch (s) {
-	case ZA_SCRUB_IDLE:
-		return "idle";
-	case ZA_SCRUB_RUNNING:
-		return "running";
-	case ZA_SCRUB_PAUSED:
-		return "paused";
-	case ZA_SCRUB_DONE:
-		return "done";
-	}
-	return "unknown";
-}
+static void on_timer(struct za_job *j);
 
 int za_scrub_new(const struct za_scrub_params *p, struct za_scrub **out)
 {
@@ -179,7 +151,8 @@ int za_scrub_new(const struct za_scrub_params *p, struct za_scrub **out)
 		return -ENOMEM;
 	s->p = *p;
 	s->position = p->start_after_seg;
-	s->st.rate_limit_bps = p->rate_bps;
+	za_job_init(&s->job, p->io, "scrub", p->rate_bps, on_timer);
+	za_live_init(&s->live, p->eng);
 	*out = s;
 	return 0;
 }
@@ -187,21 +160,10 @@ int za_scrub_new(const struct za_scrub_params *p, struct za_scrub **out)
 static void batch_clear(struct za_scrub *s)
 {
 	size_t i;
-	unsigned h;
 
-	for (i = s->batch_start; i < s->batch_end; i++) {
-		free(s->segs[i].live);
-		s->segs[i].live = NULL;
-	}
-	for (h = 0; h < GRP_HASH; h++) {
-		struct sgrp *g;
-
-		while ((g = s->ghash[h])) {
-			s->ghash[h] = g->next;
-			free(g->segs);
-			free(g);
-		}
-	}
+	for (i = s->batch_start; i < s->batch_end; i++)
+		za_live_seg_fini(&s->segs[i].ls);
+	za_live_clear(&s->live);
 }
 
 static void run_clear(struct za_scrub *s)
@@ -215,7 +177,7 @@ static void run_clear(struct za_scrub *s)
 
 bool za_scrub_busy(const struct za_scrub *s)
 {
-	return s->nr_running || s->flushing || s->timer_pending ||
+	return s->nr_running || s->flushing || za_job_busy(&s->job) ||
 	       s->kick_pending;
 }
 
@@ -231,43 +193,9 @@ void za_scrub_free(struct za_scrub *s)
 
 static void dispatch(struct za_scrub *s);
 
-static void on_timer(struct za_io_defer *d)
+static void on_timer(struct za_job *j)
 {
-	struct za_scrub *s = container_of(d, struct za_scrub, timer);
-
-	s->timer_pending = false;
-	dispatch(s);
-}
-
-static void timer_at(struct za_scrub *s, uint64_t when_ns)
-{
-	if (s->timer_pending)
-		return;
-	s->timer_pending = true;
-	s->timer.fn = on_timer;
-	za_io_defer_at(s->p.io, &s->timer, when_ns);
-}
-
-/* The token bucket: may @bytes be read now? */
-static bool may_read(struct za_scrub *s, uint64_t bytes)
-{
-	uint64_t retry_ns;
-
-	if (s->state != ZA_SCRUB_RUNNING || s->stopping)
-		return false;
-	if (za_pace_take(&s->pace, s->st.rate_limit_bps, bytes, za_io_now_ns(),
-			 &retry_ns))
-		return true;
-	s->st.throttled++;
-	timer_at(s, retry_ns);
-	return false;
-}
-
-static void progress(struct za_scrub *s, uint64_t bytes)
-{
-	s->st.done_bytes += bytes;
-	za_pace_sample(&s->pace, s->st.done_bytes, za_io_now_ns(),
-		       &s->st.rate_bps);
+	dispatch(container_of(j, struct za_scrub, job));
 }
 
 static void set_error(struct za_scrub *s, int err)
@@ -282,8 +210,8 @@ static uint32_t next_live(const struct sseg *g, uint32_t from)
 {
 	uint32_t i;
 
-	for (i = from; i < g->nr_written; i++)
-		if ((g->live[i / 64] >> (i % 64)) & 1)
+	for (i = from; i < g->ls.nr_written; i++)
+		if (za_live_test(&g->ls, i))
 			return i;
 	return NO_STRIPE;
 }
@@ -316,13 +244,13 @@ static void chk_done(struct za_stripe_check *sc, int result)
 		set_error(s, -EIO);
 	} else if (result) {
 		za_log_err("scrub: segment %llu stripe %u: %s",
-			   (unsigned long long)r->seg->id, sc->stripe_idx,
-			   strerror(-result));
+			   (unsigned long long)r->seg->ls.seg_id,
+			   sc->stripe_idx, strerror(-result));
 		r->unrecoverable = true; /* not checked: repair nothing */
 		set_error(s, result);
 	}
 	r->left_bytes -= r->stripe_bytes;
-	progress(s, r->stripe_bytes);
+	za_job_progress(&s->job, r->stripe_bytes);
 	dispatch(s);
 }
 
@@ -344,10 +272,10 @@ static void run_checks(struct srun *r)
 				ck = &r->chk[w];
 				break;
 			}
-		if (!ck || !may_read(s, r->stripe_bytes))
+		if (!ck || !za_job_take(&s->job, r->stripe_bytes))
 			break;
 		memset(&ck->sc, 0, sizeof(ck->sc));
-		ck->sc.seg_id = r->seg->id;
+		ck->sc.seg_id = r->seg->ls.seg_id;
 		ck->sc.stripe_idx = i;
 		ck->sc.done = chk_done;
 		ck->sc.priv = ck;
@@ -355,23 +283,25 @@ static void run_checks(struct srun *r)
 		ret = za_engine_stripe_check(s->p.eng, &ck->sc);
 		if (ret == -EBUSY && ++r->busy_tries < BUSY_TRIES) {
 			/* Stripes of a stopped group still settling. */
-			za_pace_refund(&s->pace, r->stripe_bytes);
-			timer_at(s, za_io_now_ns() + BUSY_RETRY_NS);
+			za_pace_refund(&s->job.pace, r->stripe_bytes);
+			za_job_retry_at(&s->job,
+					za_io_now_ns() + BUSY_RETRY_NS);
 			break;
 		}
 		if (ret == -ENOENT || ret == -EBUSY) {
 			/* Released by garbage collection: nothing to scrub;
 			 * or busy for too long: the next pass will. */
 			if (ret == -EBUSY)
-				za_log_warn("scrub: segment %llu stays busy: "
-					    "skipped",
-					    (unsigned long long)r->seg->id);
+				za_log_warn(
+					"scrub: segment %llu stays busy: "
+					"skipped",
+					(unsigned long long)r->seg->ls.seg_id);
 			r->gone = true;
 			break;
 		}
 		if (ret) {
 			za_log_err("scrub: segment %llu stripe %u: %s",
-				   (unsigned long long)r->seg->id, i,
+				   (unsigned long long)r->seg->ls.seg_id, i,
 				   strerror(-ret));
 			s->abort_err = ret;
 			break;
@@ -389,7 +319,7 @@ static bool rep_may_start(struct za_col_rebuild *cr, uint64_t bytes)
 	struct srep *rp = cr->priv;
 
 	/* A moved stripe reads k slots. */
-	if (may_read(rp->r->s, bytes * rp->r->l->k))
+	if (za_job_take(&rp->r->s->job, bytes * rp->r->l->k))
 		return true;
 	rp->held = true;
 	return false;
@@ -411,8 +341,9 @@ static void rep_done(struct za_col_rebuild *cr, int result)
 		s->st.stripes_repaired += r->col_bad[cr->col];
 		za_log_info("scrub: segment %llu column %u moved to member %u "
 			    "zone %u: %u stripes bad, %u decoded",
-			    (unsigned long long)r->seg->id, cr->col, cr->member,
-			    cr->zone, r->col_bad[cr->col], cr->rebuilt);
+			    (unsigned long long)r->seg->ls.seg_id, cr->col,
+			    cr->member, cr->zone, r->col_bad[cr->col],
+			    cr->rebuilt);
 	} else if (result != -ECANCELED) {
 		s->st.cols_repair_failed++;
 		set_error(s, result);
@@ -439,12 +370,12 @@ static void reps_plan(struct srun *r)
 	if (r->unrecoverable) {
 		za_log_err("scrub: segment %llu has stripes beyond its "
 			   "redundancy: its bad columns are left as they are",
-			   (unsigned long long)r->seg->id);
+			   (unsigned long long)r->seg->ls.seg_id);
 		s->st.cols_repair_failed +=
 			(unsigned)__builtin_popcountll(r->bad_cols);
 		return;
 	}
-	if (za_engine_seg_info(s->p.eng, r->seg->id, &si)) {
+	if (za_engine_seg_info(s->p.eng, r->seg->ls.seg_id, &si)) {
 		r->gone = true;
 		return;
 	}
@@ -464,10 +395,10 @@ static void reps_plan(struct srun *r)
 			continue;
 		}
 		rp->r = r;
-		rp->cr.seg_id = r->seg->id;
+		rp->cr.seg_id = r->seg->ls.seg_id;
 		rp->cr.col = c;
-		rp->cr.nr_stripes = r->seg->last_live + 1;
-		rp->cr.live = r->seg->live;
+		rp->cr.nr_stripes = r->seg->ls.last_live + 1;
+		rp->cr.live = r->seg->ls.live;
 		rp->cr.move = true;
 		/* A column that verifies where it is inconsistent must never
 		 * be copied; one with bad CRCs is copied where it verifies
@@ -524,20 +455,20 @@ static void reps_run(struct srun *r)
 
 		if (!rp)
 			continue;
-		if (!rp->running && !s->stopping && !s->abort_err &&
+		if (!rp->running && !s->job.stopping && !s->abort_err &&
 		    !rep_may_go(r, rp))
 			continue;
 		if (rp->running) {
 			/* Only a held one: a kick is not a no-op while the
 			 * engine finishes the zone. */
-			if (rp->held && s->state == ZA_SCRUB_RUNNING &&
-			    !s->stopping) {
+			if (rp->held && s->job.state == ZA_JOB_RUNNING &&
+			    !s->job.stopping) {
 				rp->held = false;
 				za_engine_col_rebuild_kick(s->p.eng, &rp->cr);
 			}
 			continue;
 		}
-		if (s->stopping || s->abort_err) {
+		if (s->job.stopping || s->abort_err) {
 			r->rep[c] = NULL;
 			r->repairs--;
 			free(rp);
@@ -551,13 +482,14 @@ static void reps_run(struct srun *r)
 			continue;
 		}
 		if (ret == -EBUSY && ++rp->tries < BUSY_TRIES) {
-			timer_at(s, za_io_now_ns() + BUSY_RETRY_NS);
+			za_job_retry_at(&s->job,
+					za_io_now_ns() + BUSY_RETRY_NS);
 			continue;
 		}
 		if (ret != -ENOENT) {
 			za_log_err("scrub: segment %llu column %u cannot be "
 				   "moved: %s",
-				   (unsigned long long)r->seg->id, c,
+				   (unsigned long long)r->seg->ls.seg_id, c,
 				   strerror(-ret));
 			s->st.cols_repair_failed++;
 			set_error(s, ret);
@@ -592,9 +524,9 @@ static void seg_step(struct srun *r)
 		if (r->inflight)
 			return;
 		if (!r->gone && next_live(r->seg, r->next) != NO_STRIPE &&
-		    !s->stopping && !s->abort_err)
+		    !s->job.stopping && !s->abort_err)
 			return; /* held by the rate limit, a pause or busy */
-		r->checks_done = !s->stopping && !s->abort_err;
+		r->checks_done = !s->job.stopping && !s->abort_err;
 	}
 	if (r->checks_done && !r->repairs_started)
 		reps_plan(r);
@@ -602,14 +534,14 @@ static void seg_step(struct srun *r)
 		reps_run(r);
 	if (r->repairs)
 		return;
-	if (r->checks_done && !s->stopping) {
+	if (r->checks_done && !s->job.stopping) {
 		r->seg->done = true;
 		s->st.segs_done++;
 		if (r->gone)
 			s->st.segs_gone++;
 		/* Stripes never checked (released meanwhile) leave the
 		 * total, so that done reaches it. */
-		s->st.total_bytes -= r->left_bytes;
+		s->job.pr.total_bytes -= r->left_bytes;
 	}
 	run_free(s, r);
 	/* Its place may start the next segment: with nothing else running,
@@ -620,11 +552,11 @@ static void seg_step(struct srun *r)
 static int seg_start(struct za_scrub *s, struct sseg *g)
 {
 	const struct za_stripe_layout *l =
-		za_engine_stream_layout(s->p.eng, g->stream);
+		za_engine_stream_layout(s->p.eng, g->ls.stream);
 	unsigned window = s->p.window ? s->p.window : 2;
 	struct srun *r, **pp;
 
-	if (!g->nr_live) {
+	if (!g->ls.nr_live) {
 		g->done = true;
 		s->st.segs_done++;
 		return 0;
@@ -641,7 +573,7 @@ static int seg_start(struct za_scrub *s, struct sseg *g)
 	r->seg = g;
 	r->l = l;
 	r->stripe_bytes = (uint64_t)l->width * l->slot_bytes;
-	r->left_bytes = (uint64_t)g->nr_live * r->stripe_bytes;
+	r->left_bytes = (uint64_t)g->ls.nr_live * r->stripe_bytes;
 	/*
 	 * Oldest first: dispatch serves the runs in list order, and under a
 	 * rate limit the first run takes the tokens. The position moves only
@@ -699,8 +631,8 @@ static void dispatch(struct za_scrub *s)
 	s->dispatching = true;
 	do {
 		s->again = false;
-		while (!s->flushing && !s->stopping && !s->abort_err &&
-		       s->state == ZA_SCRUB_RUNNING &&
+		while (!s->flushing && !s->job.stopping && !s->abort_err &&
+		       s->job.state == ZA_JOB_RUNNING &&
 		       s->next_seg < s->batch_end &&
 		       s->nr_running < max_segs(s)) {
 			int ret = seg_start(s, &s->segs[s->next_seg]);
@@ -711,8 +643,8 @@ static void dispatch(struct za_scrub *s)
 			}
 			s->next_seg++;
 		}
-		if (s->abort_err && !s->stopping) {
-			s->stopping = true;
+		if (s->abort_err && !s->job.stopping) {
+			s->job.stopping = true;
 			abort_moves(s);
 		}
 		for (r = s->running; r; r = next) {
@@ -722,13 +654,13 @@ static void dispatch(struct za_scrub *s)
 	} while (s->again);
 	s->dispatching = false;
 	while (s->done_upto < s->next_seg && s->segs[s->done_upto].done)
-		s->position = s->segs[s->done_upto++].id;
+		s->position = s->segs[s->done_upto++].ls.seg_id;
 	s->st.position = s->position;
 	if (s->position != pos && s->p.moved)
 		s->p.moved(s, s->position, s->p.priv);
 	if (!s->listed || s->flushing || s->nr_running)
 		return;
-	if (s->stopping) {
+	if (s->job.stopping) {
 		run_end(s, s->abort_err ? s->abort_err : -ECANCELED, false);
 		return;
 	}
@@ -738,61 +670,6 @@ static void dispatch(struct za_scrub *s)
 }
 
 /* ---- a batch: liveness, flush ---- */
-
-static struct sgrp *grp_find(struct za_scrub *s, uint64_t id)
-{
-	struct sgrp *g;
-
-	for (g = s->ghash[id % GRP_HASH]; g; g = g->next)
-		if (g->id == id)
-			return g;
-	return NULL;
-}
-
-static void set_live(struct sseg *g, uint32_t idx)
-{
-	if (idx >= g->nr_written)
-		return;
-	if (g->live[idx / 64] & (1ull << (idx % 64)))
-		return;
-	g->live[idx / 64] |= 1ull << (idx % 64);
-	if (!g->nr_live || idx > g->last_live)
-		g->last_live = idx;
-	g->nr_live++;
-}
-
-static void set_all_live(struct sseg *g)
-{
-	uint32_t i;
-
-	for (i = 0; i < g->nr_written; i++)
-		set_live(g, i);
-}
-
-static int live_extent(void *priv, uint64_t group, uint64_t pos, uint64_t n)
-{
-	struct za_scrub *s = priv;
-	struct sgrp *g = grp_find(s, group);
-	const struct za_stripe_layout *l;
-	uint64_t j, j0, j1;
-
-	if (!g || !n)
-		return 0;
-	for (j = 0; j < g->w && !g->segs[j]; j++)
-		;
-	if (j == g->w)
-		return 0;
-	l = za_engine_stream_layout(s->p.eng, g->segs[j]->stream);
-	j0 = pos / l->data_blocks;
-	j1 = (pos + n - 1) / l->data_blocks;
-	for (j = j0; j <= j1; j++) {
-		struct sseg *sg = g->segs[j % g->w];
-
-		if (sg)
-			set_live(sg, (uint32_t)(j / g->w));
-	}
-	return 0;
-}
 
 static void flushed(struct za_vol_req *req, int result)
 {
@@ -807,16 +684,17 @@ static void flushed(struct za_vol_req *req, int result)
 			    "are checked too",
 			    strerror(-result));
 		for (i = s->batch_start; i < s->batch_end; i++)
-			set_all_live(&s->segs[i]);
+			za_live_set_all(&s->segs[i].ls);
 	}
 	/* The total counted every written stripe: take the dead out. */
 	for (i = s->batch_start; i < s->batch_end; i++) {
-		const struct sseg *g = &s->segs[i];
+		const struct za_live_seg *g = &s->segs[i].ls;
 		const struct za_stripe_layout *l =
 			za_engine_stream_layout(s->p.eng, g->stream);
 
-		s->st.total_bytes -= (uint64_t)(g->nr_written - g->nr_live) *
-				     l->width * l->slot_bytes;
+		s->job.pr.total_bytes -=
+			(uint64_t)(g->nr_written - g->nr_live) * l->width *
+			l->slot_bytes;
 	}
 	dispatch(s);
 }
@@ -824,42 +702,14 @@ static void flushed(struct za_vol_req *req, int result)
 static int batch_live(struct za_scrub *s)
 {
 	size_t i;
+	int ret;
 
 	for (i = s->batch_start; i < s->batch_end; i++) {
-		struct sseg *g = &s->segs[i];
-		struct sgrp *grp;
-
-		g->live =
-			calloc((g->nr_written + 63) / 64 + 1, sizeof(*g->live));
-		if (!g->live)
-			return -ENOMEM;
-		g->nr_live = g->last_live = 0;
-		/* Journal and metadata segments hold records the map does
-		 * not show (unmaps, checkpoints): all of it counts. */
-		if (g->stream != ZA_STREAM_DATA || !s->p.vol) {
-			set_all_live(g);
-			continue;
-		}
-		grp = grp_find(s, g->group_id);
-		if (!grp) {
-			grp = calloc(1, sizeof(*grp));
-			if (grp)
-				grp->segs = calloc(g->gw, sizeof(*grp->segs));
-			if (!grp || !grp->segs) {
-				free(grp);
-				return -ENOMEM;
-			}
-			grp->id = g->group_id;
-			grp->w = g->gw;
-			grp->next = s->ghash[grp->id % GRP_HASH];
-			s->ghash[grp->id % GRP_HASH] = grp;
-		}
-		if (g->gpos < grp->w)
-			grp->segs[g->gpos] = g;
+		ret = za_live_add(&s->live, &s->segs[i].ls);
+		if (ret)
+			return ret;
 	}
-	if (s->p.vol)
-		return za_volume_walk_live(s->p.vol, live_extent, s);
-	return 0;
+	return za_live_walk(&s->live, s->p.vol);
 }
 
 static void batch_next(struct za_scrub *s)
@@ -898,7 +748,7 @@ static int seg_cmp(const void *a, const void *b)
 {
 	const struct sseg *x = a, *y = b;
 
-	return x->id < y->id ? -1 : x->id > y->id;
+	return x->ls.seg_id < y->ls.seg_id ? -1 : x->ls.seg_id > y->ls.seg_id;
 }
 
 /* Every segment of the groups no longer taking stripes, after the
@@ -941,15 +791,15 @@ static int run_list(struct za_scrub *s)
 			}
 			g = &s->segs[s->nr_segs++];
 			memset(g, 0, sizeof(*g));
-			g->id = gi->seg_ids[j];
-			g->group_id = gi->id;
-			g->nr_written = si.next_stripe;
-			g->gpos = (uint16_t)j;
-			g->gw = (uint16_t)gi->nr_segs;
-			g->stream = (uint8_t)gi->stream;
+			g->ls.seg_id = gi->seg_ids[j];
+			g->ls.group_id = gi->id;
+			g->ls.nr_written = si.next_stripe;
+			g->ls.gpos = (uint16_t)j;
+			g->ls.gw = (uint16_t)gi->nr_segs;
+			g->ls.stream = (uint8_t)gi->stream;
 			l = za_engine_stream_layout(s->p.eng, gi->stream);
-			s->st.total_bytes += (uint64_t)si.next_stripe *
-					     l->width * l->slot_bytes;
+			s->job.pr.total_bytes += (uint64_t)si.next_stripe *
+						 l->width * l->slot_bytes;
 		}
 	}
 	if (s->nr_segs)
@@ -969,16 +819,11 @@ static void run_end(struct za_scrub *s, int result, bool complete)
 {
 	s->in_run = false;
 	run_clear(s);
-	s->state = ZA_SCRUB_DONE;
-	s->stopping = false;
+	za_job_end(&s->job, result);
 	s->abort_err = 0;
-	s->end_ns = za_io_now_ns();
 	if (complete)
 		s->position = 0; /* the pass is over: the next one starts */
 	s->st.position = s->position;
-	s->st.last_error = result;
-	if (!result)
-		s->st.rate_bps = 0;
 	za_log_info("scrub: %s: %llu stripes checked, %llu bytes read; bad "
 		    "columns: %llu read errors, %llu checksum, %llu parity; "
 		    "%llu columns repaired, %llu not; %llu stripes lost; in "
@@ -992,7 +837,7 @@ static void run_end(struct za_scrub *s, int result, bool complete)
 		    (unsigned long long)s->st.cols_repaired,
 		    (unsigned long long)s->st.cols_repair_failed,
 		    (unsigned long long)s->st.stripes_lost,
-		    (double)(s->end_ns - s->start_ns) / 1e9);
+		    (double)(s->job.end_ns - s->job.start_ns) / 1e9);
 	if (s->p.finished)
 		s->p.finished(s, result, s->p.priv);
 }
@@ -1006,7 +851,7 @@ static void on_start(struct za_io_defer *d)
 	s->kick_pending = false;
 	if (!s->in_run)
 		return;
-	if (s->stopping) {
+	if (s->job.stopping) {
 		run_end(s, -ECANCELED, false);
 		return;
 	}
@@ -1031,17 +876,12 @@ int za_scrub_start(struct za_scrub *s)
 	if (s->in_run || s->kick_pending)
 		return -EBUSY;
 	memset(&s->st, 0, sizeof(s->st));
-	s->st.rate_limit_bps = s->p.rate_bps;
 	s->st.position = s->position;
 	s->st.start_position = s->position;
-	s->state = ZA_SCRUB_RUNNING;
+	za_job_begin(&s->job);
 	s->in_run = true;
 	s->listed = false;
-	s->stopping = false;
 	s->error = s->abort_err = 0;
-	memset(&s->pace, 0, sizeof(s->pace));
-	s->start_ns = za_io_now_ns();
-	s->end_ns = 0;
 	/* Never call finished() inside this call. */
 	s->kick_pending = true;
 	s->kick.fn = on_start;
@@ -1051,31 +891,30 @@ int za_scrub_start(struct za_scrub *s)
 
 void za_scrub_pause(struct za_scrub *s)
 {
-	if (s->state == ZA_SCRUB_RUNNING)
-		s->state = ZA_SCRUB_PAUSED;
+	if (s->job.state == ZA_JOB_RUNNING)
+		s->job.state = ZA_JOB_PAUSED;
 }
 
 void za_scrub_resume(struct za_scrub *s)
 {
-	if (s->state != ZA_SCRUB_PAUSED)
+	if (s->job.state != ZA_JOB_PAUSED)
 		return;
-	s->state = ZA_SCRUB_RUNNING;
+	s->job.state = ZA_JOB_RUNNING;
 	dispatch(s);
 }
 
 void za_scrub_set_rate(struct za_scrub *s, uint64_t rate_bps)
 {
 	s->p.rate_bps = rate_bps;
-	s->st.rate_limit_bps = rate_bps;
-	za_pace_reset_bucket(&s->pace);
+	za_job_set_rate(&s->job, rate_bps);
 	dispatch(s);
 }
 
 void za_scrub_stop(struct za_scrub *s)
 {
-	if (!s->in_run || s->stopping)
+	if (!s->in_run || s->job.stopping)
 		return;
-	s->stopping = true;
+	s->job.stopping = true;
 	if (!s->listed)
 		return; /* on_start ends the run */
 	/* Hold dispatch: an abort may end a move inside the call. */
@@ -1087,21 +926,9 @@ void za_scrub_stop(struct za_scrub *s)
 
 void za_scrub_status(const struct za_scrub *s, struct za_scrub_status *st)
 {
-	uint64_t left;
-
 	*st = s->st;
-	st->state = s->state;
 	st->position = s->position;
-	st->elapsed_ns =
-		s->start_ns ?
-			(s->end_ns ? s->end_ns : za_io_now_ns()) - s->start_ns :
-			0;
-	left = st->total_bytes > st->done_bytes ?
-		       st->total_bytes - st->done_bytes :
-		       0;
-	st->eta_s = st->rate_bps && s->state == ZA_SCRUB_RUNNING ?
-			    (left + st->rate_bps - 1) / st->rate_bps :
-			    0;
+	za_job_get_progress(&s->job, &st->job);
 }
 
 uint64_t za_scrub_position(const struct za_scrub *s)

@@ -21,18 +21,11 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "job.h"
 #include "segment.h"
 #include "volume.h"
 
 struct za_scrub;
-
-enum za_scrub_state {
-	ZA_SCRUB_IDLE = 0, /* never started */
-	ZA_SCRUB_RUNNING = 1,
-	ZA_SCRUB_PAUSED = 2,
-	ZA_SCRUB_DONE = 3, /* the last run ended (see last_error) */
-};
-const char *za_scrub_state_str(enum za_scrub_state s);
 
 struct za_scrub_params {
 	struct za_io *io;
@@ -63,13 +56,14 @@ struct za_scrub_params {
 };
 
 struct za_scrub_status {
-	enum za_scrub_state state;
-	/* Progress in stripe bytes (k+p slots) of live stripes: total is
-	 * the written stripes of the segments to scrub until their live
-	 * ones are known (one walk of the map per batch of segments). */
-	uint64_t done_bytes, total_bytes;
-	uint64_t rate_bps; /* recent; 0 until measured */
-	uint64_t eta_s; /* 0: unknown */
+	/*
+	 * State, rate, ETA, last error; progress in stripe bytes (k+p slots)
+	 * of live stripes: total is the written stripes of the segments to
+	 * scrub until their live ones are known (one walk of the map per
+	 * batch of segments). job.throttled: checks and moves the rate limit
+	 * held back.
+	 */
+	struct za_job_progress job;
 	uint64_t read_bytes; /* device bytes the checks read */
 	uint64_t repair_read_bytes, repair_written_bytes;
 	uint64_t segs_total, segs_done; /* sealed segments of the run */
@@ -81,12 +75,8 @@ struct za_scrub_status {
 	uint64_t cols_repaired; /* segment columns moved */
 	uint64_t stripes_repaired; /* bad columns of stripes they fixed */
 	uint64_t cols_repair_failed;
-	uint64_t throttled; /* stripes the rate limit held back */
 	uint64_t position; /* za_scrub_position() */
 	uint64_t start_position; /* the position the run started after */
-	uint64_t rate_limit_bps;
-	uint64_t elapsed_ns; /* of the current or last run */
-	int last_error;
 };
 
 int za_scrub_new(const struct za_scrub_params *p, struct za_scrub **out);

@@ -565,6 +565,11 @@ START_TEST(test_replace_resumes_after_restart)
 				 i == 1 ? ZA_MEMBER_REMOVED : ZA_MEMBER_ONLINE);
 		ck_assert_int_eq(st.members[i].replaced_by, -1);
 	}
+	/* The drain, ended, still says it was one (it used to turn into a
+	 * rebuild once its member was removed). */
+	ck_assert_uint_eq(st.nr_jobs, 1);
+	ck_assert_str_eq(za_job_kind_str(st.jobs[0].kind), "drain");
+	ck_assert_str_eq(za_job_state_str(st.jobs[0].state), "done");
 	free(st.members);
 	read_back(a, buf, back, len);
 	free(buf);

@@ -429,14 +429,14 @@ START_TEST(test_rebuild_plenty_of_space)
 	ck_assert_uint_eq(t.rb_calls, 1);
 	ck_assert_int_eq(t.rb_result, 0);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.state, ZA_REBUILD_DONE);
-	ck_assert_int_eq(st.last_error, 0);
+	ck_assert_int_eq(st.job.state, ZA_JOB_DONE);
+	ck_assert_int_eq(st.job.last_error, 0);
 	ck_assert_uint_eq(st.space_waits, 0);
 	ck_assert_uint_gt(st.cols_done, 0);
 	ck_assert_uint_eq(st.cols_failed, 0);
 	ck_assert_uint_eq(st.cols_waiting, 0);
-	ck_assert_uint_gt(st.total_bytes, 0);
-	ck_assert_uint_eq(st.done_bytes, st.total_bytes);
+	ck_assert_uint_gt(st.job.total_bytes, 0);
+	ck_assert_uint_eq(st.job.done_bytes, st.job.total_bytes);
 	check_rebuilt(&t, 0);
 	trb_free(&t);
 }
@@ -481,8 +481,8 @@ START_TEST(test_rebuild_open_degraded_group)
 	za_rebuild_start(t.rb);
 	ck_assert_msg(rb_wait(&t), "the rebuild did not end in 10 s");
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.state, ZA_REBUILD_DONE);
-	ck_assert_int_eq(st.last_error, 0);
+	ck_assert_int_eq(st.job.state, ZA_JOB_DONE);
+	ck_assert_int_eq(st.job.last_error, 0);
 	ck_assert_uint_gt(st.cols_waiting, 0);
 	ck_assert_uint_gt(za_engine_degraded(t.e, NULL, 0), 0);
 
@@ -492,7 +492,7 @@ START_TEST(test_rebuild_open_degraded_group)
 	ck_assert_msg(rb_wait(&t), "the rebuild after the add did not end");
 	trb_drain(&t);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.last_error, 0);
+	ck_assert_int_eq(st.job.last_error, 0);
 	ck_assert_uint_eq(st.cols_waiting, 0);
 	ck_assert_uint_eq(st.cols_failed, 0);
 	check_rebuilt(&t, 0);
@@ -522,7 +522,7 @@ static void slow_run_stopped(struct trb *t)
 	za_rebuild_start(t->rb);
 	while (!t->rb_done) {
 		za_rebuild_status(t->rb, &st);
-		if (st.done_bytes)
+		if (st.job.done_bytes)
 			break;
 		za_io_run_once(t->io);
 	}
@@ -558,7 +558,7 @@ START_TEST(test_rebuild_start_while_winding_down)
 	trb_drain(&t);
 	ck_assert(!t.rb_done);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.state, ZA_REBUILD_DONE);
+	ck_assert_int_eq(st.job.state, ZA_JOB_DONE);
 	ck_assert_uint_eq(t.rb_calls, 1);
 
 	/* Again, without the stop: it runs once the timer has fired. */
@@ -637,16 +637,16 @@ START_TEST(test_rebuild_waits_for_gc)
 	ck_assert_uint_eq(t.rb_calls, 1);
 	ck_assert_int_eq(t.rb_result, 0);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.last_error, 0);
+	ck_assert_int_eq(st.job.last_error, 0);
 	ck_assert_uint_gt(st.cols_done, 0);
 	ck_assert_uint_eq(st.cols_failed, 0);
 	ck_assert_uint_eq(st.cols_waiting, 0);
 	/* Done means 100%, though GC freed some listed segments meanwhile
 	 * (the total used to keep them: "done" at 60-90%). */
-	ck_assert_msg(st.done_bytes == st.total_bytes,
+	ck_assert_msg(st.job.done_bytes == st.job.total_bytes,
 		      "done %llu of a total of %llu",
-		      (unsigned long long)st.done_bytes,
-		      (unsigned long long)st.total_bytes);
+		      (unsigned long long)st.job.done_bytes,
+		      (unsigned long long)st.job.total_bytes);
 	check_rebuilt(&t, 1);
 	/* The gate was met: the rebuild had to wait for GC. */
 	ck_assert_uint_gt(st.space_waits, 0);
@@ -791,12 +791,12 @@ START_TEST(test_rebuild_pause_lets_go)
 		      "paused, the rebuild still has columns under way");
 	ck_assert(!t.rb_done);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.state, ZA_REBUILD_PAUSED);
+	ck_assert_int_eq(st.job.state, ZA_JOB_PAUSED);
 	/* A column that finished before the pause keeps its zone (nothing
 	 * is lost from the drive it was on: no old zone to reset). */
 	za_engine_space(t.e, &sp);
 	ck_assert_uint_eq(sp.free_zones + st.cols_done, sp0.free_zones);
-	ck_assert_uint_le(st.done_bytes, st.total_bytes);
+	ck_assert_uint_le(st.job.done_bytes, st.job.total_bytes);
 	check_no_group_busy(&t);
 	check_all(&t);
 
@@ -806,9 +806,9 @@ START_TEST(test_rebuild_pause_lets_go)
 	trb_drain(&t);
 	ck_assert_int_eq(t.rb_result, 0);
 	za_rebuild_status(t.rb, &st);
-	ck_assert_int_eq(st.state, ZA_REBUILD_DONE);
+	ck_assert_int_eq(st.job.state, ZA_JOB_DONE);
 	ck_assert_uint_eq(st.cols_failed, 0);
-	ck_assert_uint_eq(st.done_bytes, st.total_bytes);
+	ck_assert_uint_eq(st.job.done_bytes, st.job.total_bytes);
 	check_rebuilt(&t, 0);
 	trb_free(&t);
 }

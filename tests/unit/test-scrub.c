@@ -349,8 +349,8 @@ static int scrub_run(struct tarr *t, const struct za_scrub_params *p,
 	ck_assert_int_eq(za_scrub_start(s), -EBUSY);
 	scrub_wait(t, s, &c);
 	za_scrub_status(s, st);
-	ck_assert_int_eq(st->state, ZA_SCRUB_DONE);
-	ck_assert_int_eq(st->last_error, c.result);
+	ck_assert_int_eq(st->job.state, ZA_JOB_DONE);
+	ck_assert_int_eq(st->job.last_error, c.result);
 	za_scrub_free(s);
 	return c.result;
 }
@@ -415,11 +415,11 @@ START_TEST(test_clean)
 			  (uint64_t)sealed * l->width * l->slot_bytes);
 	/* Once: the drives saw exactly what the checks read. */
 	ck_assert_uint_eq(dev_read_bytes(&t) - before, st.read_bytes);
-	ck_assert_uint_eq(st.done_bytes, st.total_bytes);
-	ck_assert_uint_eq(st.done_bytes, st.read_bytes);
+	ck_assert_uint_eq(st.job.done_bytes, st.job.total_bytes);
+	ck_assert_uint_eq(st.job.done_bytes, st.read_bytes);
 	ck_assert_uint_eq(st.segs_done, st.segs_total);
 	ck_assert_uint_eq(st.position, 0); /* the pass is complete */
-	ck_assert_uint_eq(st.throttled, 0);
+	ck_assert_uint_eq(st.job.throttled, 0);
 	ck_assert_uint_eq(member_crc_errs(&t), 0);
 	tarr_free(&t);
 	free(w);
@@ -676,15 +676,15 @@ START_TEST(test_rate_limit)
 	l = za_engine_layout(t.e);
 	write_stripes(&t, w, NW);
 	ck_assert_int_eq(scrub_run(&t, NULL, &st), 0);
-	ck_assert_uint_eq(st.throttled, 0);
+	ck_assert_uint_eq(st.job.throttled, 0);
 	/* About a quarter of a second for the whole run. */
 	prm.rate_bps = st.read_bytes * 4;
 	ck_assert_int_eq(scrub_run(&t, &prm, &st), 0);
-	ck_assert_uint_gt(st.throttled, 0);
-	ck_assert_uint_eq(st.rate_limit_bps, prm.rate_bps);
+	ck_assert_uint_gt(st.job.throttled, 0);
+	ck_assert_uint_eq(st.job.rate_limit_bps, prm.rate_bps);
 	/* The bucket starts empty: never more than the rate allows over
 	 * the run (a slow machine only makes this easier). */
-	allowed = (double)prm.rate_bps * (double)st.elapsed_ns / 1e9 +
+	allowed = (double)prm.rate_bps * (double)st.job.elapsed_ns / 1e9 +
 		  (double)l->width * l->slot_bytes;
 	ck_assert_msg((double)st.read_bytes <= allowed,
 		      "read %llu bytes, the limit allowed %.0f",
@@ -813,7 +813,7 @@ START_TEST(test_pause_stop_resume)
 	} while (st.stripes_checked < 3 && !c.done);
 	za_scrub_pause(s);
 	za_scrub_status(s, &st0);
-	ck_assert_int_eq(st0.state, ZA_SCRUB_PAUSED);
+	ck_assert_int_eq(st0.job.state, ZA_JOB_PAUSED);
 	za_io_run_until(t.io, &never, 100ull * 1000 * 1000);
 	za_scrub_status(s, &st);
 	/* At most what was in flight (one segment, window one). */
