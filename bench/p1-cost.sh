@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/p1-cost.sh - what one random 4 KiB write costs each of zarrayd's
 # threads, in CPU nanoseconds, at a fixed request rate: the diagnostic
-# behind docs/design.md 8.6 ("What random writes wait for"), not a figure
+# behind bench/results/notes.md, P1 ("What random writes wait for"), not a
+# figure
 # of the brief. P1's random rate moves by 10-20% from run to run on a
 # shared 2-vCPU machine, more than most single changes to the write path
 # are worth; the CPU a thread spends per request at a rate below

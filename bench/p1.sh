@@ -7,7 +7,7 @@
 # /dev/shm: in some VMs a process's first touch of each 4 KiB page it
 # maps costs far more than the write into it, and a log-structured
 # array moves on to pages it has not touched all the time -
-# docs/design.md 8.6); nbdkit serves `memory` (the target's reference)
+# bench/results/notes.md, P1); nbdkit serves `memory` (the target's reference)
 # and `file` on a file in the same tmpfs (a second peer, for context),
 # both on Unix sockets like the export. The client is fio
 # --ioengine=nbd with the same options for every server: sequential
@@ -19,7 +19,8 @@
 # write whatever the server, and on a 2-CPU machine it is on its CPU
 # nearly all the time with either server: that run measures the client,
 # and the JSON says so (client_cpu_share, client_bound); the two-
-# connection run is the one that loads the servers (docs/design.md 8.6).
+# connection run is the one that loads the servers (bench/results/notes.md,
+# P1).
 # Before the first round
 # every server has both regions written once (not measured), so that no
 # round pays for a server's first touches of its memory. Servers take
@@ -37,7 +38,7 @@
 # avoid (receive, parity, CRCs, the copy to the drives); with the
 # client's cost that gives a ceiling for sequential writes on this machine
 # - every core busy, nothing spent beyond the floor - and its ratio to
-# nbdkit memory's rate (docs/design.md 8.6).
+# nbdkit memory's rate (bench/results/notes.md, P1).
 # Usage: bench/p1.sh [-b BUILDDIR] [--quick] [--out FILE.json]
 set -euo pipefail
 
@@ -111,7 +112,8 @@ trap 'exit 143' TERM INT
 # mapping of a /dev/shm file written by another process), and zarray's
 # log moves on to pages the daemon has not touched yet all the time;
 # with huge pages the first touch costs nothing measurable. nbdkit
-# memory's pages are touched by the warm-up below (docs/design.md 8.6).
+# memory's pages are touched by the warm-up below (bench/results/notes.md,
+# P1).
 if [ "$(id -u)" = 0 ] && mkdir "$work/huge" &&
 	mount -t tmpfs -o huge=always,size=$((17 << 30)),mode=0700 za-p1 "$work/huge" 2>/dev/null; then
 	hugefs=yes

@@ -36,7 +36,7 @@ bin=$build/bench/za-rebuild-bench
 mkdir -p "$out"
 dir=/dev/shm
 [ -w "$dir" ] || dir=${TMPDIR:-/tmp}
-# Geometry (docs/design.md 9.4 has the arithmetic): 6+2, so that 80% of
+# Geometry (bench/results/notes.md, P3, has the arithmetic): 6+2, so that 80% of
 # the survivor-bandwidth limit is also 50x a whole-drive rebuild (8+2
 # would need 88%); zones of one 100 KiB slot (32 KiB chunks x 3 rows +
 # the 4 KiB header: header reads stay under the 5% the read target

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Shows that an array on exactly k+p drives keeps taking writes with up
-# to p of them failed (degraded segments: docs/design.md 9.1), through
+# to p of them failed (degraded segments: docs/design.md 6.5), through
 # the whole stack, and comes back to full redundancy:
 #  - a 4+2 array on 6 emulated drives; 48 MiB of random data written
 #    through the NBD export (nbdcopy) while healthy;

@@ -5,7 +5,7 @@
 #
 # How: a 4+2 array on 8 emulated drives (32 MiB volatile cache each; half
 # of them preallocated, so that their columns are staged ahead of their
-# writes, docs/design.md 3.1) with a 128 MiB volume. Each of ~20 iterations starts zarrayd (which assembles
+# writes, docs/design.md 4.3) with a 128 MiB volume. Each of ~20 iterations starts zarrayd (which assembles
 # the recorded array and recovers its volume from the drives), times it
 # until the export answers (the recovery time, printed), then checks the
 # whole volume against an oracle: with qemu-io `read -P` for every block
