@@ -716,6 +716,54 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 	return -EINVAL;
 }
 
+int za_array_gc(struct za_array *a, enum za_array_gc_op op, uint64_t rate_bps,
+		char *err, size_t errlen)
+{
+	struct za_job_progress pr;
+
+	if (!a->vol) {
+		seterr(err, errlen, "array '%s' has no volume", a->sb->name);
+		return -EINVAL;
+	}
+	za_volume_gc_progress(a->vol, &pr);
+	switch (op) {
+	case ZA_ARRAY_GC_PAUSE:
+		if (pr.state == ZA_JOB_PAUSED) {
+			seterr(err, errlen,
+			       "garbage collection of '%s' is "
+			       "paused already",
+			       a->sb->name);
+			return -EALREADY;
+		}
+		za_volume_gc_pause(a->vol);
+		za_log_info("array %s: garbage collection paused (it still "
+			    "runs when writes wait for space)",
+			    a->sb->name);
+		return 0;
+	case ZA_ARRAY_GC_RESUME:
+		if (pr.state != ZA_JOB_PAUSED) {
+			seterr(err, errlen,
+			       "garbage collection of '%s' is "
+			       "not paused",
+			       a->sb->name);
+			return -EINVAL;
+		}
+		za_volume_gc_resume(a->vol);
+		za_log_info("array %s: garbage collection resumed",
+			    a->sb->name);
+		return 0;
+	case ZA_ARRAY_GC_RATE:
+		za_volume_gc_set_rate(a->vol, rate_bps);
+		za_log_info("array %s: garbage collection rate limit %llu "
+			    "B/s%s",
+			    a->sb->name, (unsigned long long)rate_bps,
+			    rate_bps ? "" : " (none)");
+		return 0;
+	}
+	seterr(err, errlen, "unknown garbage collection operation");
+	return -EINVAL;
+}
+
 static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 			     void *priv)
 {
@@ -1448,6 +1496,16 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 				js->cols_left =
 					rs.cols_waiting + rs.cols_failed;
 		}
+	}
+	if (a->vol) {
+		struct za_job_progress pr;
+
+		/* GC is listed while a run of it goes on (or is paused);
+		 * its totals since assembly are in the volume's figures. */
+		za_volume_gc_progress(a->vol, &pr);
+		if (pr.state == ZA_JOB_RUNNING || pr.state == ZA_JOB_PAUSED)
+			job_status_fill(&st->jobs[st->nr_jobs++], ZA_JOB_GC,
+					&pr);
 	}
 	st->k = a->sb->geom.k;
 	st->p = a->sb->geom.p;

@@ -164,6 +164,21 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 void za_array_set_auto_rebuild(bool on);
 
 /*
+ * Garbage collection control. PAUSE holds GC's background work (idle GC,
+ * and foreground GC while no write waits for space: below the write
+ * floor it runs whatever was asked, or writes would wait for ever);
+ * RESUME goes on; RATE sets the limit (bytes moved per second; 0: none).
+ * Returns 0 or -errno with @err set (-EALREADY, -EINVAL).
+ */
+enum za_array_gc_op {
+	ZA_ARRAY_GC_PAUSE = 1,
+	ZA_ARRAY_GC_RESUME = 2,
+	ZA_ARRAY_GC_RATE = 3,
+};
+int za_array_gc(struct za_array *a, enum za_array_gc_op op, uint64_t rate_bps,
+		char *err, size_t errlen);
+
+/*
  * Drive lifecycle, online. add: each drive is checked (zoned, unused),
  * formatted and becomes a member new segments use at once. remove: the
  * members drain (no new segments; their columns are copied to the others,

@@ -49,6 +49,7 @@
 
 #include "byteorder.h"
 #include "checkpoint.h"
+#include "container.h"
 #include "crash.h"
 #include "journal.h"
 #include "log.h"
@@ -139,7 +140,16 @@ struct gc_ext {
 };
 
 struct gc {
+	/*
+	 * GC as a background job (job.h): a run is a series of victims, from
+	 * the first chosen while GC had nothing to do until it has nothing to
+	 * do again; total counts the live bytes of the victims chosen, done
+	 * those moved. Its rate limit and pause hold GC back only while no
+	 * write waits for it (gc_urgent()).
+	 */
+	struct za_job job;
 	bool active;
+	bool held; /* reads of the victim wait for the pause or the rate */
 	bool stopped; /* za_volume_gc_stop(): no new victim */
 	uint64_t victim;
 	uint8_t kind; /* ZA_MAP_DATA or ZA_MAP_JOURNAL */
@@ -232,6 +242,7 @@ struct za_volume {
 };
 
 static void gc_kick(struct za_volume *v);
+static void gc_job_timer(struct za_job *j);
 static void gc_idle_set(struct za_volume *v, bool on);
 static bool space_critical(struct za_volume *v);
 static void ckpt_kick(struct za_volume *v);
@@ -734,6 +745,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	 * looks again, once it knows what the drives hold). */
 	v->critical = space_critical(v);
 	v->gc.idle_ms = p->idle_gc_ms; /* armed by the first request */
+	za_job_init(&v->gc.job, io, "gc", 0, gc_job_timer);
 	*out = v;
 	return 0;
 
@@ -760,7 +772,7 @@ bool za_volume_busy(const struct za_volume *v)
 		if (ep->inflight || ep->waiters)
 			return true;
 	return v->reads || v->eflushes || v->gc.active || v->stalled_head ||
-	       v->ck.state != CK_IDLE;
+	       za_job_busy(&v->gc.job) || v->ck.state != CK_IDLE;
 }
 
 void za_volume_free(struct za_volume *v)
@@ -1623,6 +1635,7 @@ static int gc_put(struct za_volume *v, uint64_t lba, uint64_t pos,
 	v->cur->s->lbas[b] = lba;
 	v->cur->nr++;
 	v->st.gc_moved_blocks++;
+	za_job_progress(&v->gc.job, 4096);
 	l = live_get(v, v->gc.victim, false);
 	if (l)
 		live_add(v, l, -1);
@@ -1636,6 +1649,7 @@ static int gc_put(struct za_volume *v, uint64_t lba, uint64_t pos,
 }
 
 static void gc_pump(struct za_volume *v);
+static bool gc_urgent(const struct za_volume *v);
 
 static void gc_read_done(struct za_read *er, int result)
 {
@@ -1699,6 +1713,7 @@ static void gc_pump(struct za_volume *v)
 	struct live *l;
 	unsigned i;
 
+	gc->held = false;
 	while (!gc->error && gc->next_ext < gc->nr_ext &&
 	       gc->reads < GC_MAX_READS) {
 		struct gc_ext *x = &gc->ext[gc->next_ext];
@@ -1707,6 +1722,13 @@ static void gc_pump(struct za_volume *v)
 
 		if (n > GC_READ_BLOCKS)
 			n = GC_READ_BLOCKS;
+		/* Paused or over its rate: wait (the job's timer, or resume,
+		 * calls again), unless writes wait for this victim. */
+		if (!gc_urgent(v) && !za_job_take(&gc->job, n * 4096)) {
+			free(gr);
+			gc->held = true;
+			return;
+		}
 		if (!gr || posix_memalign((void **)&gr->buf, 4096, n * 4096)) {
 			free(gr);
 			gc->error = -ENOMEM;
@@ -1811,6 +1833,7 @@ static void gc_finish(struct za_volume *v, int err)
 			live_stick(v, l);
 		za_log_warn("gc: group %llu: %s; it is kept",
 			    (unsigned long long)v->gc.victim, strerror(-err));
+		v->gc.job.pr.last_error = err;
 	}
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
@@ -1846,6 +1869,70 @@ bool za_volume_spare_ok(struct za_volume *v)
 	return false;
 }
 
+/* Writes wait for GC: neither its pause nor its rate limit holds it. */
+static bool gc_urgent(const struct za_volume *v)
+{
+	return v->critical || v->stalled_head;
+}
+
+/* Nothing more to do: a running GC job's run is over (a paused one stays
+ * paused, with its figures, until resumed). */
+static void gc_run_end(struct za_volume *v)
+{
+	if (v->gc.job.state == ZA_JOB_RUNNING && !v->gc.active)
+		za_job_end(&v->gc.job, v->gc.job.pr.last_error);
+}
+
+/* Go on with the victim's reads if they were held back. */
+static void gc_unhold(struct za_volume *v)
+{
+	if (v->gc.active && v->gc.held)
+		gc_pump(v);
+}
+
+static void gc_job_timer(struct za_job *j)
+{
+	struct za_volume *v = container_of(j, struct za_volume, gc.job);
+
+	if (v->gc.active)
+		gc_unhold(v);
+	else
+		gc_kick(v);
+}
+
+void za_volume_gc_pause(struct za_volume *v)
+{
+	v->gc.job.state = ZA_JOB_PAUSED;
+	if (v->gc.idle_on)
+		gc_idle_set(v, false);
+}
+
+void za_volume_gc_resume(struct za_volume *v)
+{
+	if (v->gc.job.state != ZA_JOB_PAUSED)
+		return;
+	v->gc.job.state = ZA_JOB_RUNNING;
+	if (v->gc.idle_ms && !v->gc.idle_on && !v->gc.stopped)
+		gc_idle_set(v, true);
+	if (v->gc.active)
+		gc_unhold(v);
+	else
+		gc_kick(v);
+}
+
+void za_volume_gc_set_rate(struct za_volume *v, uint64_t rate_bps)
+{
+	za_job_set_rate(&v->gc.job, rate_bps);
+	if (!za_job_busy(&v->gc.job))
+		gc_unhold(v);
+}
+
+void za_volume_gc_progress(const struct za_volume *v,
+			   struct za_job_progress *pr)
+{
+	za_job_get_progress(&v->gc.job, pr);
+}
+
 static void gc_kick(struct za_volume *v)
 {
 	struct gc *gc = &v->gc;
@@ -1854,13 +1941,23 @@ static void gc_kick(struct za_volume *v)
 		return;
 	/* Kept current even while GC runs: writes check it on entry. */
 	v->critical = space_critical(v);
-	if (gc->active || v->ck.state == CK_QUIESCE)
+	if (gc->active) {
+		/* Held by its rate or a pause: writes waiting go first. */
+		if (gc_urgent(v))
+			gc_unhold(v);
+		return;
+	}
+	if (v->ck.state == CK_QUIESCE)
 		return;
 	if (gc->stopped || !gc_needed(v)) {
+		gc_run_end(v);
 		resume_stalled(v);
 		return;
 	}
+	if (gc->job.state == ZA_JOB_PAUSED && !gc_urgent(v))
+		return;
 	if (!gc_choose(v, GC_MAX_U, &gc->victim, &gc->kind)) {
+		gc_run_end(v);
 		resume_stalled(v);
 		return;
 	}
@@ -1872,7 +1969,12 @@ static void gc_kick(struct za_volume *v)
 static void gc_start(struct za_volume *v, bool idle)
 {
 	struct gc *gc = &v->gc;
+	struct live *l = live_get(v, gc->victim, false);
 
+	if (!za_job_in_run(&gc->job))
+		za_job_begin(&gc->job);
+	if (l && gc->kind != GC_KIND_CKPT)
+		gc->job.pr.total_bytes += l->blocks * 4096;
 	memset(&gc->flush, 0, sizeof(gc->flush));
 	gc->active = true;
 	gc->error = 0;
@@ -1930,7 +2032,7 @@ static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		gc->idle_runs = 0;
 		return;
 	}
-	if (gc->stopped || v->error) {
+	if (gc->stopped || v->error || gc->job.state == ZA_JOB_PAUSED) {
 		gc_idle_set(v, false);
 		return;
 	}
@@ -1946,11 +2048,13 @@ static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			     "requests",
 			     gc->idle_runs);
 		gc_idle_set(v, false);
+		gc_run_end(v);
 		return;
 	}
 	if (sp.free_segs >= 2 * gc_start_segs(&sp) ||
 	    !gc_choose(v, GC_IDLE_MAX_U, &gc->victim, &gc->kind)) {
 		gc_idle_set(v, false);
+		gc_run_end(v);
 		return;
 	}
 	gc->idle_runs++;

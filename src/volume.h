@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "job.h"
 #include "segment.h"
 
 struct za_volume;
@@ -108,6 +109,19 @@ bool za_volume_busy(const struct za_volume *v);
  * 8.4, the known limit). Loop thread; for good: there is no restart.
  */
 void za_volume_gc_stop(struct za_volume *v);
+/*
+ * GC as a background job. Pause: no victim is started, nor a read of the
+ * current one, while no write waits for GC - below the write floor GC
+ * goes on whatever was asked, or writes would wait for ever. Resume goes
+ * on. The rate limit (bytes moved per second; 0: none) holds GC the same
+ * way. Progress: live bytes of the victims of the current (or last) run,
+ * chosen and moved.
+ */
+void za_volume_gc_pause(struct za_volume *v);
+void za_volume_gc_resume(struct za_volume *v);
+void za_volume_gc_set_rate(struct za_volume *v, uint64_t rate_bps);
+void za_volume_gc_progress(const struct za_volume *v,
+			   struct za_job_progress *pr);
 uint64_t za_volume_size(const struct za_volume *v);
 
 /*

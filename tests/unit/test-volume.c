@@ -529,6 +529,72 @@ START_TEST(test_gc_overwrite)
 END_TEST
 
 /*
+ * GC as a job: the overwrite of test_gc_overwrite with GC paused (_i 0)
+ * or rate-limited (_i 1). Paused, it still runs below the write floor -
+ * writes never wait for ever - and says it is paused throughout; resumed,
+ * it runs. Rate-limited, the limit holds it back (throttled) and is
+ * shown. Either way every block reads back, and the job's progress
+ * counts no more than the blocks GC moved.
+ */
+START_TEST(test_gc_job)
+{
+	const bool paused = _i == 0;
+	const uint64_t rate = 2ull << 20;
+	struct za_job_progress pr;
+	struct za_volume_stats st;
+	uint64_t vb, lba, written = 0, fill;
+	struct tvol t;
+
+	rng = 4343 + (uint64_t)_i;
+	tvol_make_sized(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	vb = t.vol_blocks;
+	fill = vb * 80 / 100;
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	za_volume_gc_progress(t.v, &pr);
+	ck_assert_int_eq(pr.state, ZA_JOB_IDLE); /* nothing to collect yet */
+	if (paused)
+		za_volume_gc_pause(t.v);
+	else
+		za_volume_gc_set_rate(t.v, rate);
+	while (written < 2 * fill) {
+		uint64_t n = 1 + rnd() % 16;
+
+		write_rand(&t, rnd() % (fill - n), n, false);
+		if (rnd() % 20 == 0)
+			ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+		written += n;
+		if (paused) {
+			za_volume_gc_progress(t.v, &pr);
+			ck_assert_int_eq(pr.state, ZA_JOB_PAUSED);
+		}
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_gt(st.gc_runs, 0);
+	za_volume_gc_progress(t.v, &pr);
+	ck_assert_uint_le(pr.done_bytes, st.gc_moved_blocks * 4096);
+	if (paused) {
+		ck_assert_int_eq(pr.state, ZA_JOB_PAUSED);
+		za_volume_gc_resume(t.v);
+		za_volume_gc_progress(t.v, &pr);
+		ck_assert_int_ne(pr.state, ZA_JOB_PAUSED);
+	} else {
+		ck_assert_uint_eq(pr.rate_limit_bps, rate);
+		ck_assert_uint_gt(pr.throttled, 0);
+	}
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	check_range(&t, 0, vb);
+	check_live(&t, vb);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
  * GC while idle: half the volume written twice leaves the first copy's
  * groups dead, with free space above GC's start point, so foreground GC
  * leaves them be. A volume left idle then releases them (_i 1) - more
@@ -2072,6 +2138,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_write_ref_payload, 0, 4);
 	tcase_add_test(tc, test_gc_overwrite);
 	tcase_add_loop_test(tc, test_gc_idle, 0, 2);
+	tcase_add_loop_test(tc, test_gc_job, 0, 2);
 	if (getenv("ZA_TEST_ONLY_GC")) {
 		Suite *g = suite_create("gc");
 		TCase *gt = tcase_create("gc");
