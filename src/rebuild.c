@@ -430,6 +430,7 @@ static void dispatch(struct za_rebuild *rb)
 		/* A new column takes a free zone: not out of GC's reserve
 		 * (za_volume_spare_ok). Wait, keeping this column next. */
 		if (rb->p.vol && !za_volume_spare_ok(rb->p.vol)) {
+			za_volume_gc_kick(rb->p.vol);
 			rb->next_todo |= 1ull << col;
 			if (!rb->space_wait) {
 				rb->st.space_waits++;

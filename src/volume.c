@@ -1858,15 +1858,17 @@ static void gc_finish(struct za_volume *v, int err)
  * point and otherwise waits for GC, which often frees those same degraded
  * segments by moving their live data (restoring its redundancy as well).
  */
-bool za_volume_spare_ok(struct za_volume *v)
+bool za_volume_spare_ok(const struct za_volume *v)
 {
 	struct za_engine_space sp;
 
 	za_engine_space(v->eng, &sp);
-	if (sp.free_segs >= gc_start_segs(&sp))
-		return true;
+	return sp.free_segs >= gc_start_segs(&sp);
+}
+
+void za_volume_gc_kick(struct za_volume *v)
+{
 	gc_kick(v);
-	return false;
 }
 
 /* Writes wait for GC: neither its pause nor its rate limit holds it. */

@@ -182,10 +182,12 @@ int za_volume_walk_live(struct za_volume *v,
  * Whether background work that spends free zones without freeing any (a
  * rebuild's replacement zones) may take one now: only while free space is
  * at or above the point where garbage collection starts. Below it, GC
- * gets space back first; such work waits and asks again. Kicks GC when it
- * answers false. Loop thread.
+ * gets space back first; such work kicks it (za_volume_gc_kick()), waits
+ * and asks again. A question only: it changes nothing. Loop thread.
  */
-bool za_volume_spare_ok(struct za_volume *v);
+bool za_volume_spare_ok(const struct za_volume *v);
+/* Let GC look at the space now (it starts a victim if it is needed). */
+void za_volume_gc_kick(struct za_volume *v);
 struct za_volume_stats {
 	uint64_t user_read_bytes, user_write_bytes;
 	uint64_t data_stripes, padded_stripes, journal_blocks;
