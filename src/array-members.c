@@ -368,8 +368,7 @@ int za_array_add(struct za_array *a, const char *const *paths, unsigned n,
  * whole volume (not only today's live data: the user may fill it at any
  * time) with the reserve garbage collection needs, the one the volume
  * was sized with. A drain that does not fit runs out of zones halfway
- * (tools/zloop --drain, seed 30110); refusing up front leaves the array
- * as it was.
+ * (NEWS: seed 30110); refusing up front leaves the array as it was.
  */
 static int drain_check(struct za_array *a, const int *idx, unsigned n,
 		       const int *back, unsigned nb, char *err, size_t errlen)

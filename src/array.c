@@ -685,10 +685,9 @@ int za_array_assemble(struct za_io *io, const char *name,
 			   strerror(-ret));
 		goto out;
 	}
-	/* A replace goes on onto the drive it was given. Without this the
-	 * resumed drain spread the columns over the other members, filling
-	 * them while the new drive stayed empty (tools/zloop seed 7025).
-	 * One whose drive is gone stops. */
+	/* A replace goes on onto the drive it was given, not spread over
+	 * the other members with the new drive left empty (NEWS: seed
+	 * 7025). One whose drive is gone stops. */
 	changed |= arr_replaces_abandon(a);
 	for (i = 0; i < nm; i++) {
 		int r = arr_replacement_of(a, i);

@@ -375,10 +375,10 @@ static unsigned max_cols(const struct za_rebuild *rb)
 	/*
 	 * Rate-limited: no more columns than RB_RATE_AHEAD_S of the rate
 	 * keeps busy. Each column under way holds a free zone and keeps its
-	 * segment from GC; started all at once, a slow rebuild held them
-	 * for minutes while it crept through all of them at the same time,
-	 * and could leave too few free zones to open a segment (the state
-	 * of tools/zloop seed 130008, with --rate 1 before its pause).
+	 * segment from GC; started all at once, a slow rebuild would hold
+	 * them for minutes while it crept through all of them at the same
+	 * time, and could leave too few free zones to open a segment (NEWS:
+	 * seed 130008).
 	 */
 	if (rb->job.pr.rate_limit_bps && stripes) {
 		uint64_t by_rate = rb->job.pr.rate_limit_bps * RB_RATE_AHEAD_S /
@@ -662,8 +662,8 @@ void za_rebuild_start(struct za_rebuild *rb)
 	if (za_rebuild_busy(rb)) {
 		/* Only a timer of the run that ended can be left (a run ends
 		 * with no column running and no flush): start when it fires.
-		 * Dropping the start instead left a member that failed just
-		 * as a run ended unrebuilt until the next restart (zloop). */
+		 * Dropping the start would leave a member that failed just as
+		 * a run ended unrebuilt until the next restart (NEWS). */
 		rb->start_again = true;
 		return;
 	}
@@ -677,14 +677,12 @@ void za_rebuild_start(struct za_rebuild *rb)
 /*
  * A paused rebuild holds no space. Its columns under way are aborted:
  * stripes in flight finish, and each column's replacement zone is given
- * back (an unfinished copy is of no use). A pause that kept them held a
- * free zone per column for as long as it lasted, and pinned their
- * segments against garbage collection: with a replace's 29 columns on
- * the new drive, the other members' free zones could no longer make a
- * segment, GC moved its own young groups round and round, and writes
- * waited for minutes (tools/zloop seed 130008). At most a zone's worth
- * of copying per column is done again after resume(), which lists the
- * work afresh.
+ * back (an unfinished copy is of no use). A pause that kept them would
+ * hold a free zone per column for as long as it lasted and pin their
+ * segments against garbage collection, until the other members' free
+ * zones could no longer make a segment and writes waited (NEWS: seed
+ * 130008). At most a zone's worth of copying per column is done again
+ * after resume(), which lists the work afresh.
  */
 void za_rebuild_pause(struct za_rebuild *rb)
 {

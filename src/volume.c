@@ -489,9 +489,9 @@ static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 		 * old blocks back. A submitted stripe keeps its LBA table: it
 		 * already has its sequence number, lower than the newer
 		 * data's, and it may still be waiting in the engine's queue,
-		 * its headers not yet filled. Dropping the LBAs there wrote a
-		 * flushed block's only copy without its LBA while the newer
-		 * version was not flushed yet (zloop seed 7017).
+		 * its headers not yet filled. Dropping the LBAs there would
+		 * write a flushed block's only copy without its LBA while the
+		 * newer version is not flushed yet (NEWS: seed 7017).
 		 */
 		if (b && b->ep)
 			return;
@@ -1000,9 +1000,9 @@ static uint64_t gc_start_segs(const struct za_engine_space *sp)
  * Below one write set of free segments, plus room for the data stripes
  * already on their way: each may still need a new segment, and with small
  * zones (a few stripes per segment) MAX_DATA_INFLIGHT stripes are several
- * segments. Counting only the write set let those stripes, then the
- * checkpoint stream, take the last free segment while GC waited to move a
- * victim, and data stripes failed with -ENOSPC (tools/zloop seed 5010).
+ * segments. Counting only the write set lets those stripes, then the
+ * checkpoint stream, take the last free segment while GC waits to move a
+ * victim, and data stripes fail with -ENOSPC (NEWS: seed 5010).
  */
 /* Stripes of @per_seg a segment that @segs segments hold: 1 to @max. */
 static uint32_t credit(uint64_t segs, uint64_t per_seg, uint32_t max)
@@ -1141,7 +1141,7 @@ static void resume_stalled(struct za_volume *v)
  * that follows gets the same answer: were GC started only by the write,
  * a caller told "copied at once" would see its write held back, its
  * buffer (the NBD receive ring's bytes, lent for the call only) reused
- * and the next payload written in its place (tools/zloop seed 7028).
+ * and the next payload written in its place (NEWS: seed 7028).
  */
 static bool write_admitted(struct za_volume *v)
 {
@@ -1852,11 +1852,10 @@ static void gc_finish(struct za_volume *v, int err)
 /*
  * A rebuild that took zones below GC's start point could take the last
  * free ones: GC then finds no segment to move a victim's live data into,
- * and data stripes, hence flushes, fail (found by tools/zloop, seed 1025:
- * a small array, many half-dead degraded segments, each given a whole
- * replacement zone). So a rebuild takes a zone only at or above GC's start
- * point and otherwise waits for GC, which often frees those same degraded
- * segments by moving their live data (restoring its redundancy as well).
+ * and data stripes, hence flushes, fail (NEWS: seed 1025). So a rebuild
+ * takes a zone only at or above GC's start point and otherwise waits for
+ * GC, which often frees those same degraded segments by moving their live
+ * data (restoring its redundancy as well).
  */
 bool za_volume_spare_ok(const struct za_volume *v)
 {
@@ -2865,9 +2864,9 @@ int za_volume_recover(struct za_volume *v)
 	if (!ret)
 		ret = rec_finish(v);
 	/*
-	 * Writes admitted before anything recomputed this took the last free
-	 * segments while GC, not yet started, waited for a victim's room
-	 * (tools/zloop seed 7002: a restart with free space below the floor).
+	 * Recomputed before any write is admitted: otherwise writes take the
+	 * last free segments of a volume restarted below the floor while GC,
+	 * not yet started, waits for a victim's room (NEWS: seed 7002).
 	 */
 	v->critical = space_critical(v);
 	v->st.recovered_stripes = rv.stripes + rv.unmaps;
