@@ -30,7 +30,7 @@
 #include "log.h"
 #include "rebuild.h"
 #include "scrub.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 struct za_array {

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "io.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 struct za_scrub;

@@ -90,7 +90,7 @@
 #include "crc.h"
 #include "ec.h"
 #include "log.h"
-#include "segment.h"
+#include "engine.h"
 
 enum zkind {
 	Z_FREE = 0,

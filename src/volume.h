@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "io.h"
-#include "segment.h"
+#include "engine.h"
 
 struct za_volume;
 

@@ -26,7 +26,7 @@
 #include "ec.h"
 #include "io.h"
 #include "log.h"
-#include "segment.h"
+#include "engine.h"
 #include "stripe.h"
 #include "tap.h"
 

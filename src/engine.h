@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * segment.h - the segment engine: write sets of open segments across the
+ * engine.h - the segment engine: write sets of open segments across the
  * members, full-stripe writes with erasure coding, verified and degraded
  * reads, member exclusion.
  *
@@ -21,8 +21,8 @@
  *
  * Everything runs on the loop thread of the struct za_io it was given.
  */
-#ifndef ZA_SEGMENT_H
-#define ZA_SEGMENT_H
+#ifndef ZA_ENGINE_H
+#define ZA_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -603,4 +603,4 @@ struct za_engine_stats {
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 
-#endif /* ZA_SEGMENT_H */
+#endif /* ZA_ENGINE_H */
