@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test-segment.c - the segment engine on emulated drives behind fault
+ * test-engine.c - the segment engine on emulated drives behind fault
  * wrappers: byte-exact round trips over a geometry table (2 to 256
  * members, mixed sizes), every erasure pattern up to p for small codes and
  * random ones for wide codes, p+1 losses giving EIO, bit flips detected
