@@ -111,7 +111,7 @@ struct member {
 	uint32_t free_zones;
 	/* Zones that are free or in use (not reserved, bad or unclaimed)
 	 * and the smallest capacity among them: what za_engine_space()
-	 * sums. Counted by member_zstats() after init and recovery and when
+	 * sums. Counted by eng_member_zstats() after init and recovery and when
 	 * a zone turns bad, never per call: space is asked for on every
 	 * write and every rebuild column, and a scan of every zone of
 	 * every member (20 M on 256 drives of 80 k zones) was a third of
@@ -191,7 +191,7 @@ struct group {
 	void *rel_priv;
 };
 
-static void group_release_start(struct za_engine *e, struct group *grp);
+static void eng_group_release_start(struct za_engine *e, struct group *grp);
 
 struct stream {
 	unsigned id;
@@ -247,17 +247,17 @@ _Static_assert(ZA_STRIPE_MEMBER_ABSENT == ZA_SB_MAX_MEMBERS,
 	       "absent columns index the entry past the largest member");
 #define M_SLOTS (ZA_SB_MAX_MEMBERS + 1u)
 
-static bool col_absent(const struct za_segment *g, unsigned c)
+static bool eng_col_absent(const struct za_segment *g, unsigned c)
 {
 	return g->member[c] == ZA_STRIPE_MEMBER_ABSENT;
 }
 
-static bool writable(const struct member *m)
+static bool eng_writable(const struct member *m)
 {
 	return m->dev && m->state == ZA_MEMBER_ONLINE;
 }
 
-static bool readable(const struct member *m)
+static bool eng_readable(const struct member *m)
 {
 	return m->dev &&
 	       (m->state == ZA_MEMBER_ONLINE || m->state == ZA_MEMBER_DRAINING);
@@ -273,12 +273,12 @@ static bool readable(const struct member *m)
  * nobody claims on the same members, for the same reason
  * (test_drain_unclaimed_reset).
  */
-static bool resettable(const struct member *m)
+static bool eng_resettable(const struct member *m)
 {
-	return readable(m);
+	return eng_readable(m);
 }
 
-static struct za_segment *seg_find(const struct za_engine *e, uint64_t id)
+static struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id)
 {
 	struct za_segment *s;
 
@@ -288,7 +288,7 @@ static struct za_segment *seg_find(const struct za_engine *e, uint64_t id)
 	return NULL;
 }
 
-static struct group *group_find(const struct za_engine *e, uint64_t id)
+static struct group *eng_group_find(const struct za_engine *e, uint64_t id)
 {
 	struct group *g;
 
@@ -329,7 +329,7 @@ int za_engine_format(struct za_dev *dev)
 
 /* Zone @z of @m, if in use, is empty again (reset, or never written):
  * free for segments and rebuilds. The reverse of take_zone_min(). */
-static void zone_give_back(struct member *m, uint32_t z)
+static void eng_zone_give_back(struct member *m, uint32_t z)
 {
 	if (m->zkind && m->zkind[z] == Z_USED) {
 		m->zkind[z] = Z_FREE;
@@ -338,7 +338,7 @@ static void zone_give_back(struct member *m, uint32_t z)
 }
 
 /* Count the member's data zones and their smallest capacity. */
-static void member_zstats(struct member *m)
+static void eng_member_zstats(struct member *m)
 {
 	uint32_t z;
 
@@ -404,7 +404,7 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
 		}
 	}
 	free(z);
-	member_zstats(m);
+	eng_member_zstats(m);
 	lim = c->max_active_zones;
 	if (c->max_open_zones && (!lim || c->max_open_zones < lim))
 		lim = c->max_open_zones;
@@ -641,7 +641,7 @@ static uint32_t take_zone(struct member *m)
 }
 
 /* Is a better placement candidate than b (more free zones, then rotation)? */
-static bool better(const struct za_engine *e, unsigned a, unsigned b)
+static bool eng_better(const struct za_engine *e, unsigned a, unsigned b)
 {
 	const struct member *ma = &e->m[a], *mb = &e->m[b];
 	unsigned n = e->nr_members, r = e->rot % n;
@@ -651,23 +651,14 @@ static bool better(const struct za_engine *e, unsigned a, unsigned b)
 	return (a + n - r) % n < (b + n - r) % n;
 }
 
-static unsigned nr_writable(const struct za_engine *e)
-{
-	unsigned i, n = 0;
-
-	for (i = 0; i < e->nr_members; i++)
-		n += writable(&e->m[i]);
-	return n;
-}
-
 /* Has a segment of @grp absent columns (opened on too few members)? */
-static bool group_degraded(const struct group *grp)
+static bool eng_group_degraded(const struct group *grp)
 {
 	unsigned j, c;
 
 	for (j = 0; j < grp->w; j++)
 		for (c = 0; grp->segs[j] && c < grp->st->l.width; c++)
-			if (col_absent(grp->segs[j], c))
+			if (eng_col_absent(grp->segs[j], c))
 				return true;
 	return false;
 }
@@ -680,7 +671,8 @@ static bool group_degraded(const struct group *grp)
  * them, its last columns absent (parity first: reads need no decode).
  */
 /* Count (@d = 1) or forget (@d = -1) the member pairs of a segment. */
-static void pairs_add(struct za_engine *e, const struct za_segment *g, int d)
+static void eng_pairs_add(struct za_engine *e, const struct za_segment *g,
+			  int d)
 {
 	unsigned a, b, w = g->st->l.width;
 
@@ -753,7 +745,7 @@ static uint64_t grp_shuffle_seed(uint64_t group_id)
 	return group_id * 0x9e3779b97f4a7c15ull + 1;
 }
 
-static struct group *group_open(struct za_engine *e, struct stream *st)
+static struct group *eng_group_open(struct za_engine *e, struct stream *st)
 {
 	unsigned *cand, *place, n = 0, i, j, w = st->l.width, want, nseg,
 				present;
@@ -766,11 +758,11 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 	for (i = 0; i < e->nr_members; i++) {
 		struct member *m = &e->m[i];
 
-		if (writable(m) && !(m->taking & (1u << st->id)) &&
+		if (eng_writable(m) && !(m->taking & (1u << st->id)) &&
 		    m->free_zones && m->active < m->limit)
 			cand[n++] = i;
 	}
-	want = nr_writable(e) / w;
+	want = za_engine_nr_writable(e) / w;
 	if (st->max_segs && want > st->max_segs)
 		want = st->max_segs;
 	nseg = n / w < want ? n / w : want;
@@ -789,7 +781,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		unsigned best = i;
 
 		for (j = i + 1; j < n; j++)
-			if (better(e, cand[j], cand[best]))
+			if (eng_better(e, cand[j], cand[best]))
 				best = j;
 		j = cand[i];
 		cand[i] = cand[best];
@@ -867,7 +859,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		g->hnext = e->hash[g->id % SEG_HASH];
 		e->hash[g->id % SEG_HASH] = g;
 		grp->segs[j] = g;
-		pairs_add(e, g, 1);
+		eng_pairs_add(e, g, 1);
 		e->st.segs_opened++;
 	}
 	grp->nr_stripes = (uint32_t)(min_cap / st->l.slot_bytes);
@@ -884,7 +876,7 @@ static struct group *group_open(struct za_engine *e, struct stream *st)
 		za_log_warn("stream %u: group %llu opened degraded: %u of %u "
 			    "columns (%u writable members), %u absent",
 			    st->id, (unsigned long long)grp->id, present, w,
-			    nr_writable(e), w - present);
+			    za_engine_nr_writable(e), w - present);
 	za_log_debug("stream %u: group %llu opened: %u segments of %u stripes",
 		     st->id, (unsigned long long)grp->id, nseg,
 		     grp->nr_stripes);
@@ -911,7 +903,7 @@ static void seg_finish_done(struct za_dev_req *req)
  * zones (releasing open/active resources on the drives) and stop counting
  * them against the members' limits.
  */
-static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
+static void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 {
 	unsigned i, w = g->st->l.width;
 
@@ -925,10 +917,10 @@ static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 		struct member *m = &e->m[g->member[i]];
 		uint64_t zstart = (uint64_t)g->zone[i] * m->zone_bytes;
 
-		if (col_absent(g, i))
+		if (eng_col_absent(g, i))
 			continue; /* no zone was taken for it */
 		m->active--;
-		if (!g->fin || !writable(m) ||
+		if (!g->fin || !eng_writable(m) ||
 		    (uint64_t)g->next_stripe * g->st->l.slot_bytes >=
 			    m->zcap[g->zone[i]])
 			continue;
@@ -947,7 +939,7 @@ static void seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 }
 
 /* Stop @grp taking stripes (full, or a column failed): seal its segments. */
-static void group_stop(struct za_engine *e, struct group *grp)
+static void eng_group_stop(struct za_engine *e, struct group *grp)
 {
 	unsigned i, j;
 
@@ -964,7 +956,7 @@ static void group_stop(struct za_engine *e, struct group *grp)
 			e->m[g->member[i]].taking &= ~(1u << grp->st->id);
 	}
 	for (j = 0; j < grp->w; j++)
-		seg_maybe_finish(e, grp->segs[j]);
+		eng_seg_maybe_finish(e, grp->segs[j]);
 }
 
 /* ---- writing ---- */
@@ -1079,10 +1071,10 @@ void za_stripe_w_own(const struct za_engine *e, struct za_stripe_w *s)
  * @buf, split at the engine's largest request size (every member takes
  * it). Nothing is submitted: callers submit once their counts are set.
  */
-static void slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
-		      unsigned parts, enum za_dev_op op, uint64_t off_bytes,
-		      uint64_t len, uint8_t *buf,
-		      void (*done)(struct za_dev_req *req), void *priv)
+static void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
+			  unsigned parts, enum za_dev_op op, uint64_t off_bytes,
+			  uint64_t len, uint8_t *buf,
+			  void (*done)(struct za_dev_req *req), void *priv)
 {
 	unsigned i;
 
@@ -1133,7 +1125,7 @@ static void stripe_hdr_fill(const struct za_engine *e,
 	for (c = 0; c < l->width; c++) {
 		h->members[c] = g->hdr_member[c];
 		h->zones[c] = g->hdr_zone[c];
-		if (col_absent(g, c))
+		if (eng_col_absent(g, c))
 			*absent |= 1ull << c;
 	}
 }
@@ -1301,7 +1293,7 @@ static void stripe_dispatch(struct za_engine *e, struct za_stripe_w *s,
 	g->inflight++;
 	e->inflight++;
 	if (grp->next_pos == (uint64_t)grp->w * grp->nr_stripes)
-		group_stop(e, grp);
+		eng_group_stop(e, grp);
 	stripe_hdr_fill(e, s, g, s->hdr, &s->absent);
 	for (c = 0; c < l->width; c++) {
 		const struct member *m = &e->m[g->member[c]];
@@ -1365,9 +1357,9 @@ static void stripe_submit(struct za_engine *e, struct za_stripe_w *s)
 		 * still the member's.
 		 */
 		assert(s->col_dev[c] == e->m[g->member[c]].dev);
-		slot_reqs(e, &s->reqs[c * st->parts], st->parts,
-			  ZA_DEV_OP_WRITE, s->col_off[c], l->slot_bytes,
-			  s->buf + c * l->slot_bytes, col_write_done, s);
+		eng_slot_reqs(e, &s->reqs[c * st->parts], st->parts,
+			      ZA_DEV_OP_WRITE, s->col_off[c], l->slot_bytes,
+			      s->buf + c * l->slot_bytes, col_write_done, s);
 		for (part = 0; part < st->parts; part++) {
 			struct za_dev_req *r = &s->reqs[c * st->parts + part];
 
@@ -1386,7 +1378,7 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 	while (st->pend_head) {
 		grp = st->cur;
 		if (!grp)
-			grp = group_open(e, st);
+			grp = eng_group_open(e, st);
 		if (!grp) {
 			/* Nothing in flight will free a zone: give up. A
 			 * column rebuild running holds an open zone it gives
@@ -1395,8 +1387,8 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 				za_log_err("stream %u: no segment can be "
 					   "opened: %u writable members for "
 					   "%u columns (%u at least)",
-					   st->id, nr_writable(e), st->l.width,
-					   st->l.k);
+					   st->id, za_engine_nr_writable(e),
+					   st->l.width, st->l.k);
 				stripe_fail_all(st, -ENOSPC);
 			}
 			break;
@@ -1413,7 +1405,7 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 	}
 }
 
-static void pump(struct za_engine *e)
+static void eng_pump(struct za_engine *e)
 {
 	unsigned i;
 
@@ -1458,10 +1450,11 @@ void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
 	 */
 	s->seq = e->seq++;
 	enqueue(e, s, false);
-	pump(e);
+	eng_pump(e);
 }
 
-static void member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
+static void eng_member_fail(struct za_engine *e, unsigned idx, int err,
+			    bool notify)
 {
 	struct member *m = &e->m[idx];
 	unsigned i, j, c;
@@ -1482,7 +1475,7 @@ static void member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
 			for (c = 0; c < e->streams[i].l.width; c++)
 				has |= grp->segs[j]->member[c] == idx;
 		if (has)
-			group_stop(e, grp);
+			eng_group_stop(e, grp);
 	}
 	if (notify && e->member_failed)
 		e->member_failed(e, idx, err, e->priv);
@@ -1525,9 +1518,9 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
 	/* A degraded group taking stripes stops: the next one may be full
 	 * width now, and its absent columns can be rebuilt once sealed. */
 	for (i = 0; i < e->nr_streams; i++)
-		if (e->streams[i].cur && group_degraded(e->streams[i].cur))
-			group_stop(e, e->streams[i].cur);
-	pump(e);
+		if (e->streams[i].cur && eng_group_degraded(e->streams[i].cur))
+			eng_group_stop(e, e->streams[i].cur);
+	eng_pump(e);
 	return 0;
 }
 
@@ -1554,9 +1547,9 @@ int za_engine_member_drain(struct za_engine *e, unsigned idx)
 			for (c = 0; c < e->streams[i].l.width; c++)
 				has |= grp->segs[j]->member[c] == idx;
 		if (has)
-			group_stop(e, grp);
+			eng_group_stop(e, grp);
 	}
-	pump(e);
+	eng_pump(e);
 	return 0;
 }
 
@@ -1570,15 +1563,15 @@ int za_engine_member_undrain(struct za_engine *e, unsigned idx)
 	m->state = ZA_MEMBER_ONLINE;
 	za_log_info("%s: member %u in service again: new segments may use it",
 		    m->dev->path, idx);
-	pump(e);
+	eng_pump(e);
 	return 0;
 }
 
 void za_engine_member_fail(struct za_engine *e, unsigned idx, int err)
 {
 	assert(idx < e->nr_members);
-	member_fail(e, idx, err ? err : -EIO, true);
-	pump(e);
+	eng_member_fail(e, idx, err ? err : -EIO, true);
+	eng_pump(e);
 }
 
 static void col_write_done(struct za_dev_req *req)
@@ -1600,8 +1593,8 @@ static void col_write_done(struct za_dev_req *req)
 		}
 		s->fail_mask |= 1ull << idx;
 		if (req->result == -EIO || req->result == -ENODEV)
-			member_fail(e, g->member[idx], req->result, true);
-		group_stop(e, g->grp);
+			eng_member_fail(e, g->member[idx], req->result, true);
+		eng_group_stop(e, g->grp);
 	}
 	if (--s->pending)
 		return;
@@ -1610,11 +1603,11 @@ static void col_write_done(struct za_dev_req *req)
 	if (!s->fail_mask) {
 		s->seg_id = g->id;
 		e->st.stripes_written++;
-		seg_maybe_finish(e, g);
+		eng_seg_maybe_finish(e, g);
 		za_crash_point("stripe-complete");
 		s->done(s, 0);
 	} else {
-		seg_maybe_finish(e, g);
+		eng_seg_maybe_finish(e, g);
 		if (++s->tries > 8) {
 			s->done(s, -EIO);
 		} else {
@@ -1622,7 +1615,7 @@ static void col_write_done(struct za_dev_req *req)
 			enqueue(e, s, true);
 		}
 	}
-	pump(e);
+	eng_pump(e);
 }
 
 /* ---- flush ---- */
@@ -1635,7 +1628,7 @@ static void col_write_done(struct za_dev_req *req)
  * segments they hold: a lost member whose columns were rebuilt, or two
  * that never shared a segment, lose nothing.
  */
-static unsigned seg_lost_scan(const struct za_engine *e, bool *beyond)
+static unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond)
 {
 	const struct za_segment *g;
 	unsigned i, c, worst = 0;
@@ -1643,7 +1636,7 @@ static unsigned seg_lost_scan(const struct za_engine *e, bool *beyond)
 
 	*beyond = false;
 	for (i = 0; i < e->nr_members && !any; i++)
-		any = !readable(&e->m[i]);
+		any = !eng_readable(&e->m[i]);
 	for (i = 0; i < SEG_HASH; i++)
 		for (g = e->hash[i]; g; g = g->hnext) {
 			uint64_t lost = 0;
@@ -1652,8 +1645,8 @@ static unsigned seg_lost_scan(const struct za_engine *e, bool *beyond)
 			if (g->grp->releasing || !g->next_stripe)
 				continue;
 			for (c = 0; c < g->st->l.width; c++)
-				if (col_absent(g, c) ||
-				    (any && !readable(&e->m[g->member[c]])))
+				if (eng_col_absent(g, c) ||
+				    (any && !eng_readable(&e->m[g->member[c]])))
 					lost |= 1ull << c;
 			/* Columns are marked dead only in a segment that
 			 * holds no live stripe (za_engine_seg_mark_dead), and
@@ -1674,14 +1667,14 @@ unsigned za_engine_seg_lost_max(const struct za_engine *e)
 {
 	bool beyond;
 
-	return seg_lost_scan(e, &beyond);
+	return eng_seg_lost_scan(e, &beyond);
 }
 
 static int flush_result(const struct za_engine *e)
 {
 	bool beyond;
 
-	seg_lost_scan(e, &beyond);
+	eng_seg_lost_scan(e, &beyond);
 	return beyond ? -EIO : 0;
 }
 
@@ -1693,14 +1686,14 @@ static void flush_done(struct za_dev_req *req)
 
 	if (req->result) {
 		e->m[idx].st.err_write++;
-		member_fail(e, idx, req->result, true);
+		eng_member_fail(e, idx, req->result, true);
 	}
 	if (--f->pending)
 		return;
 	free(f->reqs);
 	f->reqs = NULL;
 	f->done(f, flush_result(e));
-	pump(e);
+	eng_pump(e);
 }
 
 static void flush_none(struct za_io_defer *d)
@@ -1725,10 +1718,10 @@ void za_engine_flush(struct za_engine *e, struct za_engine_flush *f)
 		return;
 	}
 	for (i = 0; i < e->nr_members; i++)
-		if (readable(&e->m[i]))
+		if (eng_readable(&e->m[i]))
 			f->pending++;
 	for (i = 0; i < e->nr_members; i++) {
-		if (!readable(&e->m[i]))
+		if (!eng_readable(&e->m[i]))
 			continue;
 		f->reqs[i].op = ZA_DEV_OP_FLUSH;
 		f->reqs[i].done = flush_done;
@@ -1796,8 +1789,8 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
  * Its members[]/zones[] are the segment's first placement; a column a
  * rebuild moved says so (F_RELOCATED) and where it is now. 0 or -EBADMSG.
  */
-static int hdr_place_check(const struct za_segment *g,
-			   const struct za_stripe_hdr *h)
+static int eng_hdr_place_check(const struct za_segment *g,
+			       const struct za_stripe_hdr *h)
 {
 	unsigned i, c = h->col;
 	bool moved = g->member[c] != g->hdr_member[c] ||
@@ -1834,7 +1827,7 @@ static int col_verify(struct za_engine *e, struct rd_unit *u, struct col_io *ci,
 		return -EBADMSG;
 	if (h.group_id != u->g->grp->id || h.group_idx != u->g->grp_idx)
 		return -EBADMSG;
-	if (hdr_place_check(u->g, &h))
+	if (eng_hdr_place_check(u->g, &h))
 		return -EBADMSG;
 	for (j = 0; j < u->n; j++) {
 		if (only_wanted && !unit_wants(e, u, u->lo + j, &dst))
@@ -1862,7 +1855,7 @@ static void col_io_free(struct col_io *ci)
  * (failing it would leave its stripes beyond their redundancy, while its
  * errors are still repaired); that is said once, when the count passes.
  */
-static void read_errors_check(struct za_engine *e, unsigned idx)
+static void eng_read_errors_check(struct za_engine *e, unsigned idx)
 {
 	struct member *m = &e->m[idx];
 
@@ -1881,7 +1874,7 @@ static void read_errors_check(struct za_engine *e, unsigned idx)
 	za_log_err("%s: member %u: %llu read errors, more than %u: failing it",
 		   m->dev->path, idx, (unsigned long long)m->st.err_read,
 		   e->max_read_errors);
-	member_fail(e, idx, -EIO, true);
+	eng_member_fail(e, idx, -EIO, true);
 }
 
 static void col_read_done(struct za_dev_req *req)
@@ -1900,8 +1893,8 @@ static void col_read_done(struct za_dev_req *req)
 			    (unsigned long long)req->off_bytes,
 			    strerror(-req->result));
 		if (req->result == -ENODEV)
-			member_fail(e, midx, req->result, true);
-		read_errors_check(e, midx);
+			eng_member_fail(e, midx, req->result, true);
+		eng_read_errors_check(e, midx);
 	}
 	if (--ci->pending)
 		return;
@@ -1933,7 +1926,7 @@ static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
 	unsigned i;
 
 	u->tried |= 1ull << col;
-	if (!readable(m) || u->stripe_idx >= u->g->col_upto[col])
+	if (!eng_readable(m) || u->stripe_idx >= u->g->col_upto[col])
 		return false;
 	ci = calloc(1, sizeof(*ci));
 	if (!ci)
@@ -1984,7 +1977,7 @@ static void read_unpin(struct za_read *r)
 	r->eng->reads--;
 	r->grp = NULL;
 	if (grp && --grp->readers == 0 && grp->releasing && !grp->rel_reqs)
-		group_release_start(r->eng, grp);
+		eng_group_release_start(r->eng, grp);
 }
 
 static void read_put(struct za_read *r, int err)
@@ -2050,7 +2043,7 @@ static int unit_decode(struct za_engine *e, struct rd_unit *u)
 	for (j = 0; j < u->n; j++)
 		if (unit_wants(e, u, u->lo + j, &dst))
 			u->r->repaired_blocks++;
-	if (!col_absent(u->g, u->col)) /* absent: no member to count on */
+	if (!eng_col_absent(u->g, u->col)) /* absent: no member to count on */
 		m->st.repaired_bytes += (uint64_t)u->n * 4096;
 	e->st.blocks_repaired += u->n;
 	return 0;
@@ -2112,7 +2105,7 @@ static void read_fail_later(struct za_io_defer *d)
 
 void za_engine_read(struct za_engine *e, struct za_read *r)
 {
-	struct group *grp = group_find(e, r->group_id);
+	struct group *grp = eng_group_find(e, r->group_id);
 	const struct za_stripe_layout *l = grp ? &grp->st->l : NULL;
 	uint64_t d, end = r->gpos + r->nr_blocks;
 
@@ -2295,7 +2288,11 @@ void za_engine_member_stats(const struct za_engine *e, unsigned idx,
 
 unsigned za_engine_nr_writable(const struct za_engine *e)
 {
-	return nr_writable(e);
+	unsigned i, n = 0;
+
+	for (i = 0; i < e->nr_members; i++)
+		n += eng_writable(&e->m[i]);
+	return n;
 }
 
 unsigned za_engine_nr_lost(const struct za_engine *e)
@@ -2311,7 +2308,7 @@ unsigned za_engine_nr_lost(const struct za_engine *e)
 int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
 		       struct za_seg_info *info)
 {
-	const struct za_segment *g = seg_find(e, seg_id);
+	const struct za_segment *g = eng_seg_find(e, seg_id);
 	unsigned i;
 
 	if (!g)
@@ -2331,7 +2328,7 @@ int za_engine_seg_info(const struct za_engine *e, uint64_t seg_id,
 int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
 			 struct za_group_info *info)
 {
-	const struct group *grp = group_find(e, group_id);
+	const struct group *grp = eng_group_find(e, group_id);
 	unsigned j;
 
 	if (!grp)
@@ -2355,7 +2352,7 @@ int za_engine_group_info(const struct za_engine *e, uint64_t group_id,
 int za_engine_group_locate(const struct za_engine *e, uint64_t group_id,
 			   uint64_t pos, uint64_t *seg_id, uint32_t *stripe_idx)
 {
-	const struct group *grp = group_find(e, group_id);
+	const struct group *grp = eng_group_find(e, group_id);
 
 	if (!grp || pos >= (uint64_t)grp->w * grp->nr_stripes ||
 	    !grp->segs[pos % grp->w])
@@ -2377,7 +2374,7 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 			st->open_segs += e->streams[i].cur->w;
 	st->free_zones = 0;
 	for (i = 0; i < e->nr_members; i++)
-		if (writable(&e->m[i]))
+		if (eng_writable(&e->m[i]))
 			st->free_zones += e->m[i].free_zones;
 }
 
@@ -2390,8 +2387,8 @@ static bool writable_if(const struct za_engine *e, unsigned i,
 	if (change && change[i] == ZA_SPACE_GONE)
 		return false;
 	if (change && change[i] == ZA_SPACE_BACK)
-		return readable(m); /* online, or draining and back */
-	return writable(m);
+		return eng_readable(m); /* online, or draining and back */
+	return eng_writable(m);
 }
 
 static uint64_t min_zone_cap(const struct za_engine *e,
@@ -2411,7 +2408,7 @@ static uint64_t min_zone_cap(const struct za_engine *e,
  * zone counts @cnt: the largest s with sum(min(cnt_i, s)) >= s * width
  * (each member gives at most one zone per segment).
  */
-static uint64_t segs_from(const uint64_t *cnt, unsigned n, unsigned width)
+static uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 {
 	uint64_t lo = 0, hi = 0, sum, mid;
 	unsigned i;
@@ -2433,7 +2430,7 @@ static uint64_t segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 
 /* Fewer writable members (@n) than columns: segments open on all of
  * them, the rest absent (group_open). */
-static unsigned seg_width(const struct za_stripe_layout *l, unsigned n)
+static unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n)
 {
 	return n < l->width && n >= l->k ? n : l->width;
 }
@@ -2469,8 +2466,8 @@ static void space_of(const struct za_engine *e,
 		sp->total_zones += tc[n];
 		n++;
 	}
-	sp->free_segs = segs_from(fc, n, seg_width(l, n));
-	sp->total_segs = segs_from(tc, n, seg_width(l, n));
+	sp->free_segs = eng_segs_from(fc, n, eng_seg_width(l, n));
+	sp->total_segs = eng_segs_from(tc, n, eng_seg_width(l, n));
 	for (i = 0; i < e->nr_streams; i++) {
 		const struct stream *st = &e->streams[i];
 		unsigned segs = w / st->l.width;
@@ -2557,7 +2554,7 @@ struct rec_ctx {
 static struct za_segment *rec_segment(struct za_engine *e,
 				      const struct za_stripe_hdr *h)
 {
-	struct za_segment *g = seg_find(e, h->seg_id);
+	struct za_segment *g = eng_seg_find(e, h->seg_id);
 	struct group *grp;
 	struct stream *st;
 	unsigned i, width = (unsigned)h->k + h->p;
@@ -2580,7 +2577,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 							UINT32_MAX))
 			return NULL;
 	}
-	grp = group_find(e, h->group_id);
+	grp = eng_group_find(e, h->group_id);
 	if (!grp) {
 		grp = calloc(1, sizeof(*grp));
 		if (grp)
@@ -2627,7 +2624,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 	grp->segs[h->group_idx] = g;
 	g->hnext = e->hash[g->id % SEG_HASH];
 	e->hash[g->id % SEG_HASH] = g;
-	pairs_add(e, g, 1);
+	eng_pairs_add(e, g, 1);
 	return g;
 }
 
@@ -2791,7 +2788,7 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 		    uint64_t *lbas)
 {
 	struct za_engine *e = rc->e;
-	struct za_segment *g = seg_find(e, r->seg_id);
+	struct za_segment *g = eng_seg_find(e, r->seg_id);
 	const struct za_stripe_layout *l = &g->st->l;
 	uint8_t *tab[ZA_EC_MAX_WIDTH] = { 0 }, *mem;
 	uint64_t avail = 0, want = 0;
@@ -2810,7 +2807,7 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 		if (c >= l->k && have >= l->k)
 			break;
 		if (!(r->cols & (1ull << c)) ||
-		    !readable(&e->m[g->member[c]]) ||
+		    !eng_readable(&e->m[g->member[c]]) ||
 		    r->stripe_idx >= g->col_upto[c])
 			continue;
 		off = (uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
@@ -2863,7 +2860,7 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
 {
 	struct za_engine *e = rc->e;
-	struct za_segment *g = seg_find(e, r->seg_id);
+	struct za_segment *g = eng_seg_find(e, r->seg_id);
 	const struct za_stripe_layout *l;
 	uint8_t *in = NULL, *pay[ZA_EC_MAX_WIDTH] = { 0 },
 		*tab[ZA_EC_MAX_WIDTH] = { 0 };
@@ -2878,7 +2875,7 @@ static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
 	for (c = 0; c < l->width; c++) {
 		struct member *m = &e->m[g->member[c]];
 
-		if (col_absent(g, c) || !readable(m) ||
+		if (eng_col_absent(g, c) || !eng_readable(m) ||
 		    g->member[c] != g->hdr_member[c] ||
 		    g->zone[c] != g->hdr_zone[c] ||
 		    r->stripe_idx >= g->col_upto[c])
@@ -2887,7 +2884,7 @@ static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
 			 (uint64_t)r->stripe_idx * l->slot_bytes;
 		if (m->zwp[g->zone[c]] >= off[c] + l->slot_bytes)
 			continue; /* written: present, or damaged at rest */
-		if (!writable(m) || m->zwp[g->zone[c]] < off[c])
+		if (!eng_writable(m) || m->zwp[g->zone[c]] < off[c])
 			return 0; /* cannot write it, or not its turn */
 		torn |= 1ull << c;
 	}
@@ -2904,7 +2901,7 @@ static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
 		bool bad = false;
 
 		if ((torn & (1ull << c)) || !(r->cols & (1ull << c)) ||
-		    col_absent(g, c) || !readable(m) ||
+		    eng_col_absent(g, c) || !eng_readable(m) ||
 		    r->stripe_idx >= g->col_upto[c])
 			continue;
 		base = (uint64_t)g->zone[c] * m->zone_bytes +
@@ -2920,7 +2917,7 @@ static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
 		if (bad || za_stripe_hdr_decode(slot, &h) ||
 		    !za_uuid_eq(&h.array_uuid, &e->uuid) || h.seg_id != g->id ||
 		    h.stripe_idx != r->stripe_idx || h.col != c ||
-		    h.seq != r->seq || hdr_place_check(g, &h))
+		    h.seq != r->seq || eng_hdr_place_check(g, &h))
 			continue;
 		for (j = 0; j < l->col_blocks && !bad; j++)
 			bad = za_crc32c(slot + ZA_STRIPE_HDR_BYTES +
@@ -3029,7 +3026,7 @@ static void rec_drop_partial(struct za_engine *e)
 			}
 }
 
-static void group_unlink_free(struct za_engine *e, struct group *grp);
+static void eng_group_unlink_free(struct za_engine *e, struct group *grp);
 
 /* Every zone in use on a readable member is claimed by nothing yet. */
 static void rec_unclaim(struct za_engine *e)
@@ -3040,7 +3037,7 @@ static void rec_unclaim(struct za_engine *e)
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
 
-		if (!readable(m))
+		if (!eng_readable(m))
 			continue;
 		for (z = 0; z < m->nr_zones; z++)
 			if (m->zkind[z] == Z_USED)
@@ -3079,8 +3076,8 @@ static void rec_drop_orphans(struct za_engine *e)
 			     c++) {
 				held = g->member[c] != g->hdr_member[c] ||
 				       g->zone[c] != g->hdr_zone[c];
-				seen += !col_absent(g, c) &&
-					readable(&e->m[g->member[c]]);
+				seen += !eng_col_absent(g, c) &&
+					eng_readable(&e->m[g->member[c]]);
 			}
 			if (held || seen <= g->st->l.p) {
 				gp = &g->hnext;
@@ -3093,13 +3090,13 @@ static void rec_drop_orphans(struct za_engine *e)
 			*gp = g->hnext;
 			grp = g->grp;
 			grp->segs[g->grp_idx] = NULL;
-			pairs_add(e, g, -1);
+			eng_pairs_add(e, g, -1);
 			free(g->fin);
 			free(g);
 			for (j = 0; j < grp->w && !grp->segs[j]; j++)
 				;
 			if (j == grp->w)
-				group_unlink_free(e, grp);
+				eng_group_unlink_free(e, grp);
 		}
 }
 
@@ -3131,7 +3128,7 @@ static void rec_claim(struct za_engine *e)
 			for (c = 0; c < g->st->l.width; c++) {
 				struct member *m = &e->m[g->member[c]];
 
-				if (col_absent(g, c) || !m->zkind)
+				if (eng_col_absent(g, c) || !m->zkind)
 					continue;
 				if (m->zkind[g->zone[c]] == Z_FREE)
 					m->free_zones--;
@@ -3166,7 +3163,7 @@ static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
 	for (j = 0; j < rc->nr; j++) {
 		const struct rec_stripe *r = &rc->st[j];
 
-		g = seg_find(e, r->seg_id);
+		g = eng_seg_find(e, r->seg_id);
 		if (g && !r->bad &&
 		    (unsigned)__builtin_popcountll(r->cols) >= g->st->l.k)
 			g->rec_readable = true;
@@ -3178,7 +3175,7 @@ static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
 				struct member *m = &e->m[g->member[c]];
 				uint32_t z = g->zone[c];
 
-				if (col_absent(g, c) || !readable(m) ||
+				if (eng_col_absent(g, c) || !eng_readable(m) ||
 				    m->zwp[z] > (uint64_t)z * m->zone_bytes)
 					continue;
 				za_log_warn("recovery: segment %llu column %u: "
@@ -3220,7 +3217,7 @@ static void rec_drop_foreign(struct rec_ctx *rc)
 	size_t i = 0, j;
 
 	while (i < rc->nr) {
-		struct za_segment *g = seg_find(e, rc->st[i].seg_id);
+		struct za_segment *g = eng_seg_find(e, rc->st[i].seg_id);
 		uint64_t found = 0;
 		unsigned c;
 
@@ -3233,11 +3230,11 @@ static void rec_drop_foreign(struct rec_ctx *rc)
 			uint32_t z = g->zone[c];
 			uint64_t start;
 
-			if (col_absent(g, c) || (found >> c) & 1)
+			if (eng_col_absent(g, c) || (found >> c) & 1)
 				continue;
 			m = &e->m[g->member[c]];
 			start = (uint64_t)z * m->zone_bytes;
-			if (!readable(m) || m->zwp[z] <= start ||
+			if (!eng_readable(m) || m->zwp[z] <= start ||
 			    rec_read_hdr(rc, g->member[c], start, &h) ||
 			    hdr_at_zone(&h) != z ||
 			    (h.seg_id == g->id && h.col == c))
@@ -3275,7 +3272,7 @@ int za_engine_recover_from(
 	for (mi = 0; mi < e->nr_members && !ret; mi++) {
 		struct member *m = &e->m[mi];
 
-		if (!readable(m))
+		if (!eng_readable(m))
 			continue;
 		for (z = 0; z < m->nr_zones && !ret; z++)
 			if (m->zkind[z] == Z_UNCLAIMED || m->zkind[z] == Z_USED)
@@ -3306,8 +3303,8 @@ int za_engine_recover_from(
 	rec_drop_foreign(&rc);
 	/* Groups learn how far they were written. */
 	for (i = 0; i < rc.nr; i++) {
-		struct group *grp = group_find(e, rc.st[i].group_id);
-		struct za_segment *g = seg_find(e, rc.st[i].seg_id);
+		struct group *grp = eng_group_find(e, rc.st[i].group_id);
+		struct za_segment *g = eng_seg_find(e, rc.st[i].seg_id);
 
 		if (g && grp && grp->next_pos < rc.st[i].group_pos + 1)
 			grp->next_pos = rc.st[i].group_pos + 1;
@@ -3332,7 +3329,7 @@ int za_engine_recover_from(
 	for (i = 0; i < rc.nr && !ret; i++) {
 		struct rec_stripe *r = &rc.st[i];
 		struct za_recovered_stripe rs = { 0 };
-		struct za_segment *g = seg_find(e, r->seg_id);
+		struct za_segment *g = eng_seg_find(e, r->seg_id);
 
 		completed += rec_complete(&rc, r);
 		if (r->seq <= min_seq)
@@ -3367,7 +3364,7 @@ int za_engine_recover_from(
 	/* Completed columns are durable before their zones are finished. */
 	if (completed) {
 		for (mi = 0; mi < e->nr_members; mi++)
-			if (writable(&e->m[mi]))
+			if (eng_writable(&e->m[mi]))
 				za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_FLUSH, 0,
 					       NULL, 0, NULL);
 		za_log_info("recovery: %u torn stripe columns completed",
@@ -3382,11 +3379,11 @@ int za_engine_recover_from(
 			if (m->zkind[z] != Z_UNCLAIMED)
 				continue;
 			/*
-			 * Reset where releases reset (resettable(): a
+			 * Reset where releases reset (eng_resettable(): a
 			 * draining member too); keep the rest.
 			 */
 			m->zkind[z] = Z_USED;
-			if (!resettable(m) ||
+			if (!eng_resettable(m) ||
 			    za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
 					   (uint64_t)z * m->zone_bytes, NULL, 0,
 					   NULL))
@@ -3394,7 +3391,7 @@ int za_engine_recover_from(
 			m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE : Z_BAD;
 			m->free_zones += m->zkind[z] == Z_FREE;
 		}
-		member_zstats(m);
+		eng_member_zstats(m);
 	}
 	/* Recovered segments take no more stripes: finish partial zones. */
 	for (i = 0; i < SEG_HASH; i++) {
@@ -3407,7 +3404,7 @@ int za_engine_recover_from(
 				struct member *m = &e->m[g->member[c]];
 				uint32_t zz = g->zone[c];
 
-				if (writable(m) &&
+				if (eng_writable(m) &&
 				    m->zwp[zz] < (uint64_t)zz * m->zone_bytes +
 							 m->zcap[zz])
 					za_dev_io_sync(m->dev, ZA_DEV_OP_FINISH,
@@ -3436,7 +3433,7 @@ out:
 
 /* ---- releasing groups (garbage collection) ---- */
 
-static void group_unlink_free(struct za_engine *e, struct group *grp)
+static void eng_group_unlink_free(struct za_engine *e, struct group *grp)
 {
 	struct group **gp = &e->ghash[grp->id % SEG_HASH];
 	unsigned j;
@@ -3450,7 +3447,7 @@ static void group_unlink_free(struct za_engine *e, struct group *grp)
 		while (*sp != g)
 			sp = &(*sp)->hnext;
 		*sp = g->hnext;
-		pairs_add(e, g, -1);
+		eng_pairs_add(e, g, -1);
 		free(g->fin);
 		free(g);
 	}
@@ -3483,15 +3480,15 @@ static void release_finish(struct group *grp)
 			if (!r->op)
 				continue; /* member gone: its zone stays used */
 			if (!r->result) {
-				zone_give_back(m, g->zone[c]);
+				eng_zone_give_back(m, g->zone[c]);
 			} else {
 				m->zkind[g->zone[c]] = Z_BAD;
-				member_zstats(m);
+				eng_member_zstats(m);
 			}
 		}
 	}
 	e->rel_pending--;
-	group_unlink_free(e, grp);
+	eng_group_unlink_free(e, grp);
 	if (done)
 		done(priv, result);
 }
@@ -3518,7 +3515,7 @@ static void release_none(struct za_io_defer *d)
 	release_finish(grp);
 }
 
-static void group_release_start(struct za_engine *e, struct group *grp)
+static void eng_group_release_start(struct za_engine *e, struct group *grp)
 {
 	unsigned j, c, n = 0, i = 0;
 
@@ -3538,7 +3535,7 @@ static void group_release_start(struct za_engine *e, struct group *grp)
 		for (c = 0; c < g->st->l.width; c++, i++) {
 			struct member *m = &e->m[g->member[c]];
 
-			if (!resettable(m))
+			if (!eng_resettable(m))
 				continue;
 			grp->rel_reqs[i].op = ZA_DEV_OP_RESET;
 			grp->rel_reqs[i].off_bytes =
@@ -3579,7 +3576,7 @@ static void group_release_start(struct za_engine *e, struct group *grp)
 int za_engine_group_release(struct za_engine *e, uint64_t group_id,
 			    void (*done)(void *priv, int result), void *priv)
 {
-	struct group *grp = group_find(e, group_id);
+	struct group *grp = eng_group_find(e, group_id);
 	unsigned j;
 
 	if (!grp)
@@ -3595,14 +3592,14 @@ int za_engine_group_release(struct za_engine *e, uint64_t group_id,
 	grp->rel_priv = priv;
 	e->rel_pending++;
 	if (!grp->readers)
-		group_release_start(e, grp);
+		eng_group_release_start(e, grp);
 	return 0;
 }
 
 uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
 					 uint64_t group_id)
 {
-	const struct group *grp = group_find(e, group_id);
+	const struct group *grp = eng_group_find(e, group_id);
 
 	return grp ? (uint64_t)grp->w * grp->nr_stripes *
 			       grp->st->l.data_blocks :
@@ -3639,17 +3636,17 @@ unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
  * does the segment read the column from its new place.
  */
 
-static bool col_lost(const struct za_engine *e, const struct za_segment *g,
-		     unsigned c)
+static bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
+			 unsigned c)
 {
-	return !readable(&e->m[g->member[c]]);
+	return !eng_readable(&e->m[g->member[c]]);
 }
 
 /* Is column @c of @g to be rebuilt or moved, and not dead nor running? */
 static bool col_to_restore(const struct za_engine *e,
 			   const struct za_segment *g, unsigned c)
 {
-	return (col_lost(e, g, c) ||
+	return (eng_col_lost(e, g, c) ||
 		e->m[g->member[c]].state == ZA_MEMBER_DRAINING) &&
 	       !((g->dead_cols | g->rb_cols) & (1ull << c));
 }
@@ -3680,7 +3677,7 @@ size_t za_engine_degraded(const struct za_engine *e,
 			if (g->grp->releasing || !g->next_stripe)
 				continue;
 			for (c = 0; c < l->width; c++) {
-				bool lost = col_lost(e, g, c);
+				bool lost = eng_col_lost(e, g, c);
 
 				if (!lost && e->m[g->member[c]].state !=
 						     ZA_MEMBER_DRAINING)
@@ -3730,7 +3727,7 @@ void za_engine_rebuild_plan(struct za_engine *e)
 			if (!listed)
 				continue;
 			for (c = 0; c < l->width; c++)
-				if (!col_lost(e, g, c))
+				if (!eng_col_lost(e, g, c))
 					e->m[g->member[c]].rb_plan +=
 						g->next_stripe;
 		}
@@ -3738,7 +3735,7 @@ void za_engine_rebuild_plan(struct za_engine *e)
 
 int za_engine_seg_mark_dead(struct za_engine *e, uint64_t seg_id, uint64_t cols)
 {
-	struct za_segment *g = seg_find(e, seg_id);
+	struct za_segment *g = eng_seg_find(e, seg_id);
 
 	if (!g)
 		return -ENOENT;
@@ -3904,7 +3901,7 @@ static uint64_t rb_queue(const struct member *m)
  * the segments the data stream can still open (za_engine_space()'s
  * free_segs, s). Taken from member i, s stays unless all of i's free zones
  * count in it (free_i <= s) and sum(min(free_j, s)) has no slack above
- * s x width (segs_from()). With the free zones skewed - a new drive beside
+ * s x width (eng_segs_from()). With the free zones skewed - a new drive beside
  * nearly full ones - columns placed by queue length took the full
  * members' last zones until no segment of k+p distinct members could
  * open, and neither the writes nor GC (which needs one to move a victim)
@@ -3931,7 +3928,7 @@ static void room_of(const struct za_engine *e, int plus, int minus,
 	if (!fc)
 		return;
 	for (i = 0; i < e->nr_members; i++) {
-		if (!writable(&e->m[i]))
+		if (!eng_writable(&e->m[i]))
 			continue;
 		fc[n] = e->m[i].free_zones;
 		if ((int)i == plus)
@@ -3940,8 +3937,8 @@ static void room_of(const struct za_engine *e, int plus, int minus,
 			fc[n]--;
 		n++;
 	}
-	w = seg_width(&e->streams[0].l, n);
-	r->segs = segs_from(fc, n, w);
+	w = eng_seg_width(&e->streams[0].l, n);
+	r->segs = eng_segs_from(fc, n, w);
 	for (i = 0; i < n; i++)
 		sum += fc[i] < r->segs ? fc[i] : r->segs;
 	r->slack = sum > r->segs * w;
@@ -3980,7 +3977,7 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 
 		if (want >= 0 && i != (unsigned)want)
 			continue;
-		if (!writable(m))
+		if (!eng_writable(m))
 			continue;
 		for (c = 0; c < g->st->l.width; c++)
 			in |= g->member[c] == i || g->hdr_member[c] == i;
@@ -4005,7 +4002,7 @@ static int rb_pick(struct za_engine *e, const struct za_segment *g,
 		}
 		if (rb_load(g, m) < rb_load(g, &e->m[best]) ||
 		    (rb_load(g, m) == rb_load(g, &e->m[best]) &&
-		     better(e, i, best)))
+		     eng_better(e, i, best)))
 			best = i;
 	}
 	if (best == UINT_MAX)
@@ -4082,9 +4079,9 @@ static void rb_end(struct za_col_rebuild *cr)
 	e->rebuilds--;
 	grp->rebuilding--;
 	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
-		group_release_start(e, grp);
+		eng_group_release_start(e, grp);
 	/* Its open zone is free again: a stream may be waiting for one. */
-	pump(e);
+	eng_pump(e);
 	if (!rp->kick_pending) /* else rb_kick_later() frees it */
 		free(rp);
 	cr->priv_eng = NULL;
@@ -4132,7 +4129,7 @@ static void rb_commit(struct za_col_rebuild *cr)
 /*
  * After a committed move off a member still in service (a scrub repair,
  * a drain), its old zone is garbage: once the new copy is flushed, reset
- * it (resettable() says why a draining member's too). A lost member's
+ * it (eng_resettable() says why a draining member's too). A lost member's
  * zones stay as they are: nothing reads them. The new place need only be
  * in service, not writable: one that started draining meanwhile (`zarray
  * remove` of a replace's new drive, the old one back in service) holds
@@ -4145,7 +4142,7 @@ static void rb_after_commit(struct za_col_rebuild *cr)
 	struct rb_priv *rp = cr->priv_eng;
 	struct member *old = &rp->e->m[rp->old_member];
 
-	if (cr->move && resettable(old) && readable(rp->dst) &&
+	if (cr->move && eng_resettable(old) && eng_readable(rp->dst) &&
 	    rp->old_member != cr->member) {
 		rb_fin_submit(cr, RB_STEP_FLUSH, rp->dst, ZA_DEV_OP_FLUSH, 0);
 		return;
@@ -4170,7 +4167,8 @@ static void rb_fin_done(struct za_dev_req *req)
 	switch (rp->step) {
 	case RB_STEP_RESET_DST:
 		if (!req->result)
-			zone_give_back(rp->dst, cr->zone); /* copy dropped */
+			eng_zone_give_back(rp->dst,
+					   cr->zone); /* copy dropped */
 		break;
 	case RB_STEP_FINISH:
 		/* A FINISH that fails only leaves the zone open. */
@@ -4178,14 +4176,14 @@ static void rb_fin_done(struct za_dev_req *req)
 		rb_after_commit(cr);
 		return;
 	case RB_STEP_FLUSH:
-		if (req->result || !resettable(old))
+		if (req->result || !eng_resettable(old))
 			break; /* keep the old zone: nothing is lost */
 		rb_fin_submit(cr, RB_STEP_RESET_OLD, old, ZA_DEV_OP_RESET,
 			      rp->old_zone);
 		return;
 	case RB_STEP_RESET_OLD:
 		if (!req->result)
-			zone_give_back(old, rp->old_zone);
+			eng_zone_give_back(old, rp->old_zone);
 		break;
 	}
 	rb_end(cr);
@@ -4212,7 +4210,7 @@ static void rb_settle(struct za_col_rebuild *cr)
 	if (!rp->err && rp->written < cr->nr_stripes)
 		return;
 	rp->settling = true;
-	if (rp->err && readable(rp->dst) && rp->next_write) {
+	if (rp->err && eng_readable(rp->dst) && rp->next_write) {
 		/*
 		 * An unfinished copy is of no use: give the zone back, on a
 		 * draining member too - kept, its slots would name the
@@ -4231,7 +4229,7 @@ static void rb_settle(struct za_col_rebuild *cr)
 		 * write (a pause, za_rebuild_pause()) lost a zone so.
 		 */
 		if (!rp->next_write)
-			zone_give_back(rp->dst, cr->zone);
+			eng_zone_give_back(rp->dst, cr->zone);
 		rb_end(cr);
 		return;
 	}
@@ -4240,8 +4238,8 @@ static void rb_settle(struct za_col_rebuild *cr)
 	 * held one of the drive's open zones, and the member may come back
 	 * into service (a stopped replace's old drive).
 	 */
-	if (readable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
-					 rp->dst->zcap[cr->zone]) {
+	if (eng_readable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
+					     rp->dst->zcap[cr->zone]) {
 		rb_fin_submit(cr, RB_STEP_FINISH, rp->dst, ZA_DEV_OP_FINISH,
 			      cr->zone);
 		return;
@@ -4264,7 +4262,7 @@ static void rb_write_done(struct za_dev_req *req)
 			   (unsigned long long)req->off_bytes,
 			   strerror(-req->result));
 		if (req->result == -EIO || req->result == -ENODEV)
-			member_fail(rp->e, cr->member, req->result, true);
+			eng_member_fail(rp->e, cr->member, req->result, true);
 	}
 	if (--en->wpending)
 		return;
@@ -4367,7 +4365,7 @@ static void rb_bind(struct za_col_rebuild *cr)
 	}
 	m = &e->m[best];
 	assert(old->zkind[cr->zone] == Z_USED);
-	zone_give_back(old, cr->zone);
+	eng_zone_give_back(old, cr->zone);
 	old->active--;
 	old->rb_writes--;
 	za_log_debug("segment %llu column %u: replacement moved from member "
@@ -4490,7 +4488,7 @@ static int rb_verify(struct za_col_rebuild *cr, struct rb_ent *en, unsigned c,
 	    h.stripe_idx != en->stripe || h.col != c || h.k != l->k ||
 	    h.p != l->p || h.rows != l->rows ||
 	    h.chunk_bytes != l->chunk_bytes || h.group_id != g->grp->id ||
-	    h.group_idx != g->grp_idx || hdr_place_check(g, &h))
+	    h.group_idx != g->grp_idx || eng_hdr_place_check(g, &h))
 		return -EBADMSG;
 	if (*seq != UINT64_MAX && h.seq != *seq)
 		return -EBADMSG;
@@ -4524,8 +4522,8 @@ static void rb_read_done(struct za_dev_req *req)
 		}
 		en->col_pending[c] |= 0x80000000u; /* failed */
 		if (req->result == -ENODEV)
-			member_fail(e, g->member[c], req->result, true);
-		read_errors_check(e, g->member[c]);
+			eng_member_fail(e, g->member[c], req->result, true);
+		eng_read_errors_check(e, g->member[c]);
 	}
 	if ((--en->col_pending[c] & 0x7fffffffu))
 		return;
@@ -4574,7 +4572,7 @@ static bool rb_read_col(struct za_col_rebuild *cr, struct rb_ent *en,
 	uint64_t base;
 	unsigned i;
 
-	if (!readable(m) || en->stripe >= g->col_upto[c])
+	if (!eng_readable(m) || en->stripe >= g->col_upto[c])
 		return false;
 	base = (uint64_t)g->zone[c] * m->zone_bytes +
 	       (uint64_t)en->stripe * l->slot_bytes;
@@ -4772,7 +4770,7 @@ static void rb_kick_later(struct za_io_defer *d)
 
 int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 {
-	struct za_segment *g = seg_find(e, seg_id);
+	struct za_segment *g = eng_seg_find(e, seg_id);
 	uint64_t need;
 	unsigned m;
 	int ret;
@@ -4780,7 +4778,7 @@ int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 	if (!g || col >= g->st->l.width)
 		return -ENOENT;
 	if (!g->taking || g->inflight || g->fin_pending || g->grp->releasing ||
-	    !col_lost(e, g, col))
+	    !eng_col_lost(e, g, col))
 		return -EBUSY;
 	/*
 	 * Open, idle, a column lost: it takes stripes only while writes
@@ -4795,13 +4793,13 @@ int za_engine_col_busy(struct za_engine *e, uint64_t seg_id, unsigned col)
 	ret = rb_pick(e, g, need, -1, false, NULL, &m);
 	if (ret)
 		return ret;
-	group_stop(e, g->grp);
+	eng_group_stop(e, g->grp);
 	return -EBUSY;
 }
 
 int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 {
-	struct za_segment *g = seg_find(e, cr->seg_id);
+	struct za_segment *g = eng_seg_find(e, cr->seg_id);
 	const struct za_stripe_layout *l;
 	struct rb_priv *rp;
 	uint64_t need;
@@ -4820,7 +4818,7 @@ int za_engine_col_rebuild(struct za_engine *e, struct za_col_rebuild *cr)
 	if (g->taking || g->inflight || g->fin_pending ||
 	    (g->rb_cols & (1ull << cr->col)))
 		return -EBUSY;
-	if (!col_lost(e, g, cr->col) && !cr->move)
+	if (!eng_col_lost(e, g, cr->col) && !cr->move)
 		return -EALREADY;
 	need = (uint64_t)cr->nr_stripes * l->slot_bytes;
 	ret = rb_pick(e, g, need,
@@ -4972,7 +4970,7 @@ static int sc_verify(const struct za_engine *e, const struct za_segment *g,
 		return -EBADMSG;
 	flags = h->flags;
 	h->flags &= (uint8_t)~ZA_STRIPE_F_HOLE;
-	if (hdr_place_check(g, h))
+	if (eng_hdr_place_check(g, h))
 		return -EBADMSG;
 	h->flags = flags;
 	if (flags & ZA_STRIPE_F_HOLE)
@@ -5134,7 +5132,7 @@ static void sc_finish(struct za_stripe_check *sc)
 	sc->priv_eng = NULL;
 	e->reads--;
 	if (--grp->readers == 0 && grp->releasing && !grp->rel_reqs)
-		group_release_start(e, grp);
+		eng_group_release_start(e, grp);
 	sc->done(sc, result);
 }
 
@@ -5158,8 +5156,8 @@ static void sc_read_done(struct za_dev_req *req)
 		}
 		sp->failed |= 1ull << c;
 		if (req->result == -ENODEV)
-			member_fail(e, g->member[c], req->result, true);
-		read_errors_check(e, g->member[c]);
+			eng_member_fail(e, g->member[c], req->result, true);
+		eng_read_errors_check(e, g->member[c]);
 	}
 	if (--sp->col_pending[c])
 		return;
@@ -5178,7 +5176,7 @@ static void sc_none(struct za_io_defer *d)
 
 int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc)
 {
-	struct za_segment *g = seg_find(e, sc->seg_id);
+	struct za_segment *g = eng_seg_find(e, sc->seg_id);
 	const struct za_stripe_layout *l;
 	struct sc_priv *sp;
 	unsigned c, i;
@@ -5222,17 +5220,17 @@ int za_engine_stripe_check(struct za_engine *e, struct za_stripe_check *sc)
 
 		/* A lost member, or a moved column that stops before this
 		 * stripe (it was dead): nothing to read, nothing wrong. */
-		if (!readable(m) || sc->stripe_idx >= g->col_upto[c]) {
+		if (!eng_readable(m) || sc->stripe_idx >= g->col_upto[c]) {
 			sc->lost_cols |= 1ull << c;
 			continue;
 		}
 		sp->col_pending[c] = sp->parts;
 		sp->outstanding++;
 		sc->read_bytes += l->slot_bytes;
-		slot_reqs(e, &sp->reqs[c * sp->parts], sp->parts,
-			  ZA_DEV_OP_READ, base, l->slot_bytes,
-			  sp->buf + (size_t)c * l->slot_bytes, sc_read_done,
-			  sc);
+		eng_slot_reqs(e, &sp->reqs[c * sp->parts], sp->parts,
+			      ZA_DEV_OP_READ, base, l->slot_bytes,
+			      sp->buf + (size_t)c * l->slot_bytes, sc_read_done,
+			      sc);
 		for (i = 0; i < sp->parts; i++) /* scrub: background */
 			sp->reqs[c * sp->parts + i].prio = ZA_DEV_PRIO_LOW;
 	}
