@@ -12,7 +12,7 @@
  * keeps enough segments open on disjoint members that every writable
  * member is busy, places new segments by free zones, and never places one
  * on a failed, missing, draining or removed member. docs/design.md,
- * "Segments and stripes", tells the whole story; segment.c opens with it.
+ * "Segments and stripes", tells the whole story; engine.c opens with it.
  *
  * What it does not do: it does not know which logical block is where (the
  * volume's map does), it does not write superblocks (array.c does, when
@@ -144,7 +144,7 @@ struct za_stripe_w {
 	uint32_t stripe_idx;
 	uint64_t seq;
 
-	/* private to segment.c */
+	/* private to the engine (engine-*.c) */
 	struct za_work work; /* parity and headers on the engine's worker */
 	struct za_stripe_hdr *hdr; /* the header its columns share */
 	uint64_t absent; /* columns not written, at dispatch */

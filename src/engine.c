@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * segment.c - the segment engine: streams, groups and segments, full-stripe
+ * engine.c - the segment engine: streams, groups and segments, full-stripe
  * writes, verified and degraded reads, member exclusion.
  *
  * Big theory
@@ -90,195 +90,9 @@
 #include "crc.h"
 #include "ec.h"
 #include "log.h"
-#include "engine.h"
+#include "engine-int.h"
 
-enum zkind {
-	Z_FREE = 0,
-	Z_RESERVED, /* superblock or conventional */
-	Z_USED,
-	Z_BAD,
-	Z_UNCLAIMED, /* recovery: holds data no segment has claimed yet */
-};
-
-struct member {
-	struct za_dev *dev;
-	uint8_t state; /* enum za_member_state */
-	uint32_t nr_zones;
-	uint8_t *zkind;
-	uint64_t *zcap;
-	uint64_t *zwp; /* write pointer at start (recovery) */
-	uint64_t zone_bytes;
-	uint32_t free_zones;
-	/* Zones that are free or in use (not reserved, bad or unclaimed)
-	 * and the smallest capacity among them: what za_engine_space()
-	 * sums. Counted by eng_member_zstats() after init and recovery and when
-	 * a zone turns bad, never per call: space is asked for on every
-	 * write and every rebuild column, and a scan of every zone of
-	 * every member (20 M on 256 drives of 80 k zones) was a third of
-	 * the CPU time of a 256-drive rebuild. */
-	uint32_t data_zones;
-	uint64_t min_cap_bytes;
-	uint32_t hint; /* next zone to look at */
-	unsigned active; /* engine zones open on it */
-	unsigned rb_writes; /* column rebuilds writing to it */
-	unsigned rb_reads; /* rebuild column reads in flight on it */
-	/* Rebuild slot reads this member is expected to serve in the
-	 * current pass and not given yet (za_engine_rebuild_plan()), and
-	 * the slots of rebuild reads and writes given to it in the pass:
-	 * rb_pick() evens out the sum (see rb_load()). */
-	uint64_t rb_plan;
-	uint64_t rb_pass_slots;
-	uint64_t rb_wslots; /* rebuild slot writes assigned, not done */
-	unsigned limit; /* max engine zones open at once */
-	unsigned taking; /* bit per stream: in that stream's taking group */
-	struct za_member_stats st;
-};
-
-struct group;
-struct stream;
-
-struct za_segment {
-	struct za_engine *eng;
-	struct stream *st;
-	struct group *grp;
-	uint64_t id;
-	enum za_seg_state state;
-	bool taking;
-	uint32_t nr_stripes;
-	uint32_t next_stripe;
-	unsigned inflight;
-	/* Where each column is now: a rebuild may have moved one. */
-	uint16_t member[ZA_EC_MAX_WIDTH];
-	uint32_t zone[ZA_EC_MAX_WIDTH];
-	/* Where the stripe headers say the columns are (as first placed). */
-	uint16_t hdr_member[ZA_EC_MAX_WIDTH];
-	uint32_t hdr_zone[ZA_EC_MAX_WIDTH];
-	/* Stripes of a column readable where it is now: all for a column
-	 * never moved; those a rebuild wrote for a moved one. */
-	uint32_t col_upto[ZA_EC_MAX_WIDTH];
-	uint64_t rb_cols; /* columns a rebuild is writing now */
-	uint64_t dead_cols; /* lost columns left as they are: no live data */
-	unsigned grp_idx; /* place in its group */
-	struct za_segment *hnext;
-	/* FINISH of the columns once sealed and idle */
-	struct za_dev_req *fin;
-	unsigned fin_pending;
-	bool finished;
-	bool rec_readable; /* recovery: a stripe of it has k columns */
-	bool rec_home; /* recovery: a header found where it was first put */
-};
-
-struct group {
-	uint64_t id;
-	struct stream *st;
-	unsigned w;
-	uint32_t nr_stripes; /* per segment */
-	uint64_t next_pos;
-	bool taking;
-	struct za_segment **segs;
-	struct group *hnext;
-	unsigned readers; /* reads in flight, column rebuilds running */
-	unsigned rebuilding; /* column rebuilds running */
-	/* release (garbage collection) */
-	bool releasing;
-	unsigned rel_pending;
-	int rel_result;
-	struct za_dev_req *rel_reqs;
-	unsigned rel_nreqs;
-	struct za_io_defer rel_defer;
-	struct za_engine *eng;
-	void (*rel_done)(void *priv, int result);
-	void *rel_priv;
-};
-
-static void eng_group_release_start(struct za_engine *e, struct group *grp);
-
-struct stream {
-	unsigned id;
-	struct za_stripe_layout l;
-	struct za_ec *ec;
-	struct za_ec *prep_ec; /* data stream: the worker's (per thread) */
-	unsigned max_segs; /* 0: as many as fit */
-	unsigned parts; /* requests per column write */
-	struct group *cur; /* taking group, or NULL */
-	struct za_stripe_w *pend_head, *pend_tail;
-	struct za_stripe_w *pool;
-};
-
-#define SEG_HASH 4096u
-
-struct za_engine {
-	struct za_io *io;
-	struct za_uuid uuid;
-	unsigned nr_members;
-	struct member *m;
-	uint64_t seq;
-	uint64_t next_seg_id;
-	uint64_t next_group_id;
-	unsigned inflight_per_seg;
-	uint32_t io_max; /* largest READ/WRITE every member takes */
-	unsigned rot; /* placement tie-break rotation */
-	/* pairs[a * ZA_SB_MAX_MEMBERS + b]: segments members a and b share
-	 * (placement's declustering; see group_place()). */
-	uint32_t *pairs;
-	struct stream streams[ZA_ENGINE_MAX_STREAMS];
-	unsigned nr_streams;
-	struct za_segment *hash[SEG_HASH];
-	struct group *ghash[SEG_HASH];
-	bool pumping;
-	unsigned inflight; /* stripes being written */
-	unsigned fin_pending; /* FINISH requests in flight */
-	unsigned reads; /* reads in flight */
-	unsigned rel_pending; /* group releases not finished */
-	unsigned rebuilds; /* column rebuilds running */
-	unsigned max_read_errors; /* fail a member past this; 0: never */
-	/* Prepares data stripes off the loop (stripe_work_run()); NULL:
-	 * inline. FIFO, so a segment's stripes reach its zones in order. */
-	struct za_worker *prep;
-	struct za_engine_stats st;
-	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
-			      void *priv);
-	void *priv;
-};
-
-/* The "no member" entry of absent columns is e->m[ZA_STRIPE_MEMBER_ABSENT]:
- * e->m always has room for every member index and that one. */
-_Static_assert(ZA_STRIPE_MEMBER_ABSENT == ZA_SB_MAX_MEMBERS,
-	       "absent columns index the entry past the largest member");
-#define M_SLOTS (ZA_SB_MAX_MEMBERS + 1u)
-
-static bool eng_col_absent(const struct za_segment *g, unsigned c)
-{
-	return g->member[c] == ZA_STRIPE_MEMBER_ABSENT;
-}
-
-static bool eng_writable(const struct member *m)
-{
-	return m->dev && m->state == ZA_MEMBER_ONLINE;
-}
-
-static bool eng_readable(const struct member *m)
-{
-	return m->dev &&
-	       (m->state == ZA_MEMBER_ONLINE || m->state == ZA_MEMBER_DRAINING);
-}
-
-/*
- * May its zones be reset? A draining member is still in service: a zone it
- * holds for a segment that is gone (released, or a column moved off it)
- * must be reset like anyone's, or recovery after a restart finds the stale
- * headers, brings the segment back with its other zones, long since reset
- * and used again by other segments, and releasing it a second time resets
- * those (tools/zloop --drain, seed 9015). Recovery resets the zones
- * nobody claims on the same members, for the same reason
- * (test_drain_unclaimed_reset).
- */
-static bool eng_resettable(const struct member *m)
-{
-	return eng_readable(m);
-}
-
-static struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id)
+struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id)
 {
 	struct za_segment *s;
 
@@ -288,7 +102,7 @@ static struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id)
 	return NULL;
 }
 
-static struct group *eng_group_find(const struct za_engine *e, uint64_t id)
+struct group *eng_group_find(const struct za_engine *e, uint64_t id)
 {
 	struct group *g;
 
@@ -329,7 +143,7 @@ int za_engine_format(struct za_dev *dev)
 
 /* Zone @z of @m, if in use, is empty again (reset, or never written):
  * free for segments and rebuilds. The reverse of take_zone_min(). */
-static void eng_zone_give_back(struct member *m, uint32_t z)
+void eng_zone_give_back(struct member *m, uint32_t z)
 {
 	if (m->zkind && m->zkind[z] == Z_USED) {
 		m->zkind[z] = Z_FREE;
@@ -338,7 +152,7 @@ static void eng_zone_give_back(struct member *m, uint32_t z)
 }
 
 /* Count the member's data zones and their smallest capacity. */
-static void eng_member_zstats(struct member *m)
+void eng_member_zstats(struct member *m)
 {
 	uint32_t z;
 
@@ -641,7 +455,7 @@ static uint32_t take_zone(struct member *m)
 }
 
 /* Is a better placement candidate than b (more free zones, then rotation)? */
-static bool eng_better(const struct za_engine *e, unsigned a, unsigned b)
+bool eng_better(const struct za_engine *e, unsigned a, unsigned b)
 {
 	const struct member *ma = &e->m[a], *mb = &e->m[b];
 	unsigned n = e->nr_members, r = e->rot % n;
@@ -652,7 +466,7 @@ static bool eng_better(const struct za_engine *e, unsigned a, unsigned b)
 }
 
 /* Has a segment of @grp absent columns (opened on too few members)? */
-static bool eng_group_degraded(const struct group *grp)
+bool eng_group_degraded(const struct group *grp)
 {
 	unsigned j, c;
 
@@ -662,17 +476,8 @@ static bool eng_group_degraded(const struct group *grp)
 				return true;
 	return false;
 }
-
-/*
- * Open a group for @st: W segments on W * width distinct members chosen
- * by free zones. Fewer segments than wanted when members are short of
- * zones or of open-zone budget; NULL when not even one fits. With fewer
- * writable members than width but at least k candidates: one segment on
- * them, its last columns absent (parity first: reads need no decode).
- */
 /* Count (@d = 1) or forget (@d = -1) the member pairs of a segment. */
-static void eng_pairs_add(struct za_engine *e, const struct za_segment *g,
-			  int d)
+void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d)
 {
 	unsigned a, b, w = g->st->l.width;
 
@@ -745,7 +550,14 @@ static uint64_t grp_shuffle_seed(uint64_t group_id)
 	return group_id * 0x9e3779b97f4a7c15ull + 1;
 }
 
-static struct group *eng_group_open(struct za_engine *e, struct stream *st)
+/*
+ * Open a group for @st: W segments on W * width distinct members chosen
+ * by free zones. Fewer segments than wanted when members are short of
+ * zones or of open-zone budget; NULL when not even one fits. With fewer
+ * writable members than width but at least k candidates: one segment on
+ * them, its last columns absent (parity first: reads need no decode).
+ */
+struct group *eng_group_open(struct za_engine *e, struct stream *st)
 {
 	unsigned *cand, *place, n = 0, i, j, w = st->l.width, want, nseg,
 				present;
@@ -903,7 +715,7 @@ static void seg_finish_done(struct za_dev_req *req)
  * zones (releasing open/active resources on the drives) and stop counting
  * them against the members' limits.
  */
-static void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g)
+void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 {
 	unsigned i, w = g->st->l.width;
 
@@ -939,7 +751,7 @@ static void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 }
 
 /* Stop @grp taking stripes (full, or a column failed): seal its segments. */
-static void eng_group_stop(struct za_engine *e, struct group *grp)
+void eng_group_stop(struct za_engine *e, struct group *grp)
 {
 	unsigned i, j;
 
@@ -1071,10 +883,10 @@ void za_stripe_w_own(const struct za_engine *e, struct za_stripe_w *s)
  * @buf, split at the engine's largest request size (every member takes
  * it). Nothing is submitted: callers submit once their counts are set.
  */
-static void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
-			  unsigned parts, enum za_dev_op op, uint64_t off_bytes,
-			  uint64_t len, uint8_t *buf,
-			  void (*done)(struct za_dev_req *req), void *priv)
+void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
+		   unsigned parts, enum za_dev_op op, uint64_t off_bytes,
+		   uint64_t len, uint8_t *buf,
+		   void (*done)(struct za_dev_req *req), void *priv)
 {
 	unsigned i;
 
@@ -1405,7 +1217,7 @@ static void pump_stream(struct za_engine *e, struct stream *st)
 	}
 }
 
-static void eng_pump(struct za_engine *e)
+void eng_pump(struct za_engine *e)
 {
 	unsigned i;
 
@@ -1453,8 +1265,7 @@ void za_engine_write(struct za_engine *e, struct za_stripe_w *s)
 	eng_pump(e);
 }
 
-static void eng_member_fail(struct za_engine *e, unsigned idx, int err,
-			    bool notify)
+void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify)
 {
 	struct member *m = &e->m[idx];
 	unsigned i, j, c;
@@ -1628,7 +1439,7 @@ static void col_write_done(struct za_dev_req *req)
  * segments they hold: a lost member whose columns were rebuilt, or two
  * that never shared a segment, lose nothing.
  */
-static unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond)
+unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond)
 {
 	const struct za_segment *g;
 	unsigned i, c, worst = 0;
@@ -1789,8 +1600,8 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
  * Its members[]/zones[] are the segment's first placement; a column a
  * rebuild moved says so (F_RELOCATED) and where it is now. 0 or -EBADMSG.
  */
-static int eng_hdr_place_check(const struct za_segment *g,
-			       const struct za_stripe_hdr *h)
+int eng_hdr_place_check(const struct za_segment *g,
+			const struct za_stripe_hdr *h)
 {
 	unsigned i, c = h->col;
 	bool moved = g->member[c] != g->hdr_member[c] ||
@@ -1855,7 +1666,7 @@ static void col_io_free(struct col_io *ci)
  * (failing it would leave its stripes beyond their redundancy, while its
  * errors are still repaired); that is said once, when the count passes.
  */
-static void eng_read_errors_check(struct za_engine *e, unsigned idx)
+void eng_read_errors_check(struct za_engine *e, unsigned idx)
 {
 	struct member *m = &e->m[idx];
 
@@ -2408,7 +2219,7 @@ static uint64_t min_zone_cap(const struct za_engine *e,
  * zone counts @cnt: the largest s with sum(min(cnt_i, s)) >= s * width
  * (each member gives at most one zone per segment).
  */
-static uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width)
+uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 {
 	uint64_t lo = 0, hi = 0, sum, mid;
 	unsigned i;
@@ -2430,7 +2241,7 @@ static uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width)
 
 /* Fewer writable members (@n) than columns: segments open on all of
  * them, the rest absent (group_open). */
-static unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n)
+unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n)
 {
 	return n < l->width && n >= l->k ? n : l->width;
 }
@@ -3026,8 +2837,6 @@ static void rec_drop_partial(struct za_engine *e)
 			}
 }
 
-static void eng_group_unlink_free(struct za_engine *e, struct group *grp);
-
 /* Every zone in use on a readable member is claimed by nothing yet. */
 static void rec_unclaim(struct za_engine *e)
 {
@@ -3433,7 +3242,7 @@ out:
 
 /* ---- releasing groups (garbage collection) ---- */
 
-static void eng_group_unlink_free(struct za_engine *e, struct group *grp)
+void eng_group_unlink_free(struct za_engine *e, struct group *grp)
 {
 	struct group **gp = &e->ghash[grp->id % SEG_HASH];
 	unsigned j;
@@ -3515,7 +3324,7 @@ static void release_none(struct za_io_defer *d)
 	release_finish(grp);
 }
 
-static void eng_group_release_start(struct za_engine *e, struct group *grp)
+void eng_group_release_start(struct za_engine *e, struct group *grp)
 {
 	unsigned j, c, n = 0, i = 0;
 
@@ -3636,8 +3445,8 @@ unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
  * does the segment read the column from its new place.
  */
 
-static bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
-			 unsigned c)
+bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
+		  unsigned c)
 {
 	return !eng_readable(&e->m[g->member[c]]);
 }
