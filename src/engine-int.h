@@ -204,13 +204,6 @@ struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
-void eng_zone_give_back(struct member *m, uint32_t z);
-bool eng_better(const struct za_engine *e, unsigned a, unsigned b);
-bool eng_group_degraded(const struct group *grp);
-void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d);
-struct group *eng_group_open(struct za_engine *e, struct stream *st);
-void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g);
-void eng_group_stop(struct za_engine *e, struct group *grp);
 void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
 		   unsigned parts, enum za_dev_op op, uint64_t off_bytes,
 		   uint64_t len, uint8_t *buf,
@@ -226,5 +219,14 @@ void eng_group_release_start(struct za_engine *e, struct group *grp);
 bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
 		  unsigned c);
 unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond);
+
+/* engine-place.c */
+void eng_zone_give_back(struct member *m, uint32_t z);
+bool eng_better(const struct za_engine *e, unsigned a, unsigned b);
+bool eng_group_degraded(const struct group *grp);
+void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d);
+struct group *eng_group_open(struct za_engine *e, struct stream *st);
+void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g);
+void eng_group_stop(struct za_engine *e, struct group *grp);
 
 #endif /* ZA_ENGINE_INT_H */
