@@ -18,7 +18,7 @@
  *  - "journal-append"  src/volume.c: a journal block is complete on every
  *                      column, before the map points at it and before the
  *                      flush waiting for it has flushed the drives.
- *  - "stripe-complete" src/engine.c: every column of a stripe (any
+ *  - "stripe-complete" src/engine-write.c: every column of a stripe (any
  *                      stream) is written, before its owner is told.
  *  - "gc-move"         src/volume.c: garbage collection's moved data is
  *                      flushed, before the victim group is released.

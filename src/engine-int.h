@@ -168,6 +168,11 @@ _Static_assert(ZA_STRIPE_MEMBER_ABSENT == ZA_SB_MAX_MEMBERS,
 	       "absent columns index the entry past the largest member");
 #define M_SLOTS (ZA_SB_MAX_MEMBERS + 1u)
 
+struct sync_ctx {
+	bool done;
+	int result;
+};
+
 static inline bool eng_col_absent(const struct za_segment *g, unsigned c)
 {
 	return g->member[c] == ZA_STRIPE_MEMBER_ABSENT;
@@ -204,11 +209,6 @@ struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
-void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
-		   unsigned parts, enum za_dev_op op, uint64_t off_bytes,
-		   uint64_t len, uint8_t *buf,
-		   void (*done)(struct za_dev_req *req), void *priv);
-void eng_pump(struct za_engine *e);
 int eng_hdr_place_check(const struct za_segment *g,
 			const struct za_stripe_hdr *h);
 void eng_read_errors_check(struct za_engine *e, unsigned idx);
@@ -228,5 +228,12 @@ void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d);
 struct group *eng_group_open(struct za_engine *e, struct stream *st);
 void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g);
 void eng_group_stop(struct za_engine *e, struct group *grp);
+
+/* engine-write.c */
+void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
+		   unsigned parts, enum za_dev_op op, uint64_t off_bytes,
+		   uint64_t len, uint8_t *buf,
+		   void (*done)(struct za_dev_req *req), void *priv);
+void eng_pump(struct za_engine *e);
 
 #endif /* ZA_ENGINE_INT_H */
