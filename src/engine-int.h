@@ -209,9 +209,6 @@ struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
-int eng_hdr_place_check(const struct za_segment *g,
-			const struct za_stripe_hdr *h);
-void eng_read_errors_check(struct za_engine *e, unsigned idx);
 uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width);
 unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n);
 void eng_group_unlink_free(struct za_engine *e, struct group *grp);
@@ -235,5 +232,10 @@ void eng_slot_reqs(const struct za_engine *e, struct za_dev_req *reqs,
 		   uint64_t len, uint8_t *buf,
 		   void (*done)(struct za_dev_req *req), void *priv);
 void eng_pump(struct za_engine *e);
+
+/* engine-read.c */
+int eng_hdr_place_check(const struct za_segment *g,
+			const struct za_stripe_hdr *h);
+void eng_read_errors_check(struct za_engine *e, unsigned idx);
 
 #endif /* ZA_ENGINE_INT_H */
