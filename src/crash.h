@@ -22,7 +22,7 @@
  *                      stream) is written, before its owner is told.
  *  - "gc-move"         src/volume.c: garbage collection's moved data is
  *                      flushed, before the victim group is released.
- *  - "zone-reset"      src/engine.c: one zone of a released group is
+ *  - "zone-reset"      src/engine-space.c: one zone of a released group is
  *                      reset, the others may not be yet.
  *  - "sb-write"        src/sb.c: one member's superblock update is written
  *                      and flushed, the other members' may not be yet.

@@ -209,13 +209,6 @@ struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
-uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width);
-unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n);
-void eng_group_unlink_free(struct za_engine *e, struct group *grp);
-void eng_group_release_start(struct za_engine *e, struct group *grp);
-bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
-		  unsigned c);
-unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond);
 
 /* engine-place.c */
 void eng_zone_give_back(struct member *m, uint32_t z);
@@ -237,5 +230,14 @@ void eng_pump(struct za_engine *e);
 int eng_hdr_place_check(const struct za_segment *g,
 			const struct za_stripe_hdr *h);
 void eng_read_errors_check(struct za_engine *e, unsigned idx);
+
+/* engine-space.c */
+uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width);
+unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n);
+void eng_group_unlink_free(struct za_engine *e, struct group *grp);
+void eng_group_release_start(struct za_engine *e, struct group *grp);
+bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
+		  unsigned c);
+unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond);
 
 #endif /* ZA_ENGINE_INT_H */
