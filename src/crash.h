@@ -30,7 +30,7 @@
  *                      on every column; the other parts and the flush that
  *                      makes it live may not be. Recovery then uses the
  *                      previous checkpoint.
- *  - "rebuild-step"    src/engine.c: one slot of a rebuilt column is
+ *  - "rebuild-step"    src/engine-rebuild.c: one slot of a rebuilt column is
  *                      written; the copy is not complete. Recovery drops
  *                      it and the rebuild starts that column again.
  * Arming a name not in this list is refused (logged, nothing armed), so a
