@@ -209,6 +209,16 @@ struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
+/* Who sent a failed device request: what eng_req_failed() logs and does. */
+enum eng_req_kind {
+	ENG_REQ_WRITE, /* a stripe's column */
+	ENG_REQ_REBUILD_WRITE, /* a rebuilt column's slot */
+	ENG_REQ_READ, /* a read's or a rebuild's column */
+	ENG_REQ_SCRUB_READ, /* a stripe check's column */
+};
+void eng_req_failed(struct za_engine *e, unsigned midx, uint32_t zone,
+		    const struct za_dev_req *req, bool first,
+		    enum eng_req_kind kind);
 
 /* engine-place.c */
 void eng_zone_give_back(struct member *m, uint32_t z);

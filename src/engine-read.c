@@ -172,16 +172,12 @@ static void col_read_done(struct za_dev_req *req)
 	unsigned midx = u->g->member[ci->col];
 	struct member *m = &e->m[midx];
 
+	/* Only a column's first failed part counts: the others are the
+	 * same failure. */
 	if (req->result && !ci->err) {
 		ci->err = req->result;
-		m->st.err_read++;
-		za_log_warn("%s: zone %u offset %llu: read failed: %s",
-			    m->dev->path, u->g->zone[ci->col],
-			    (unsigned long long)req->off_bytes,
-			    strerror(-req->result));
-		if (req->result == -ENODEV)
-			eng_member_fail(e, midx, req->result, true);
-		eng_read_errors_check(e, midx);
+		eng_req_failed(e, midx, u->g->zone[ci->col], req, true,
+			       ENG_REQ_READ);
 	}
 	if (--ci->pending)
 		return;

@@ -508,13 +508,8 @@ static void rb_write_done(struct za_dev_req *req)
 
 	if (req->result && !en->werr) {
 		en->werr = req->result;
-		rp->dst->st.err_write++;
-		za_log_err("%s: zone %u offset %llu: rebuild write failed: %s",
-			   rp->dst->dev->path, cr->zone,
-			   (unsigned long long)req->off_bytes,
-			   strerror(-req->result));
-		if (req->result == -EIO || req->result == -ENODEV)
-			eng_member_fail(rp->e, cr->member, req->result, true);
+		eng_req_failed(rp->e, cr->member, cr->zone, req, true,
+			       ENG_REQ_REBUILD_WRITE);
 	}
 	if (--en->wpending)
 		return;
@@ -765,17 +760,11 @@ static void rb_read_done(struct za_dev_req *req)
 	struct member *m = &e->m[g->member[c]];
 
 	if (req->result) {
-		if (!(en->col_pending[c] & 0x80000000u)) {
-			m->st.err_read++;
-			za_log_warn("%s: zone %u offset %llu: read failed: %s",
-				    m->dev->path, g->zone[c],
-				    (unsigned long long)req->off_bytes,
-				    strerror(-req->result));
-		}
+		bool first = !(en->col_pending[c] & 0x80000000u);
+
 		en->col_pending[c] |= 0x80000000u; /* failed */
-		if (req->result == -ENODEV)
-			eng_member_fail(e, g->member[c], req->result, true);
-		eng_read_errors_check(e, g->member[c]);
+		eng_req_failed(e, g->member[c], g->zone[c], req, first,
+			       ENG_REQ_READ);
 	}
 	if ((--en->col_pending[c] & 0x7fffffffu))
 		return;

@@ -240,21 +240,13 @@ static void sc_read_done(struct za_dev_req *req)
 	struct za_engine *e = sp->e;
 	const struct za_segment *g = sp->g;
 	unsigned c = (unsigned)(req - sp->reqs) / sp->parts;
-	struct member *m = &e->m[g->member[c]];
 
 	if (req->result) {
-		if (!(sp->failed & (1ull << c))) {
-			m->st.err_read++;
-			za_log_warn("%s: zone %u offset %llu: read failed: %s "
-				    "(scrub)",
-				    m->dev->path, g->zone[c],
-				    (unsigned long long)req->off_bytes,
-				    strerror(-req->result));
-		}
+		bool first = !(sp->failed & (1ull << c));
+
 		sp->failed |= 1ull << c;
-		if (req->result == -ENODEV)
-			eng_member_fail(e, g->member[c], req->result, true);
-		eng_read_errors_check(e, g->member[c]);
+		eng_req_failed(e, g->member[c], g->zone[c], req, first,
+			       ENG_REQ_SCRUB_READ);
 	}
 	if (--sp->col_pending[c])
 		return;

@@ -537,20 +537,13 @@ static void col_write_done(struct za_dev_req *req)
 	struct za_engine *e = s->eng;
 	struct za_segment *g = s->seg;
 	unsigned idx = (unsigned)(req - s->reqs) / g->st->parts;
-	struct member *m = &e->m[g->member[idx]];
 
 	if (req->result) {
-		if (!(s->fail_mask & (1ull << idx))) {
-			m->st.err_write++;
-			za_log_err("%s: zone %u offset %llu: stripe write "
-				   "failed: %s",
-				   m->dev->path, g->zone[idx],
-				   (unsigned long long)req->off_bytes,
-				   strerror(-req->result));
-		}
+		bool first = !(s->fail_mask & (1ull << idx));
+
 		s->fail_mask |= 1ull << idx;
-		if (req->result == -EIO || req->result == -ENODEV)
-			eng_member_fail(e, g->member[idx], req->result, true);
+		eng_req_failed(e, g->member[idx], g->zone[idx], req, first,
+			       ENG_REQ_WRITE);
 		eng_group_stop(e, g->grp);
 	}
 	if (--s->pending)

@@ -525,6 +525,50 @@ void za_engine_member_fail(struct za_engine *e, unsigned idx, int err)
 	eng_pump(e);
 }
 
+/*
+ * One answer to a failed device request, whoever sent it (stripe writes,
+ * reads, rebuilds, stripe checks), so that a member is judged by the same
+ * rules wherever its errors show. The error is counted against member
+ * @midx and logged with the device, @zone and offset, once per column
+ * (@first: the caller's first failure of this column; a column written or
+ * read in parts may fail in each). Then a write that failed with EIO or
+ * ENODEV fails the member at once (invariant 4); a failed read fails it
+ * when the device is gone (ENODEV) and is weighed against its read error
+ * budget (eng_read_errors_check()). The caller has marked the column
+ * failed already and does what its own state needs after.
+ */
+void eng_req_failed(struct za_engine *e, unsigned midx, uint32_t zone,
+		    const struct za_dev_req *req, bool first,
+		    enum eng_req_kind kind)
+{
+	struct member *m = &e->m[midx];
+	int err = req->result;
+	bool write = kind == ENG_REQ_WRITE || kind == ENG_REQ_REBUILD_WRITE;
+
+	if (first && write) {
+		m->st.err_write++;
+		za_log_err("%s: zone %u offset %llu: %s write failed: %s",
+			   m->dev->path, zone,
+			   (unsigned long long)req->off_bytes,
+			   kind == ENG_REQ_WRITE ? "stripe" : "rebuild",
+			   strerror(-err));
+	} else if (first) {
+		m->st.err_read++;
+		za_log_warn("%s: zone %u offset %llu: read failed: %s%s",
+			    m->dev->path, zone,
+			    (unsigned long long)req->off_bytes, strerror(-err),
+			    kind == ENG_REQ_SCRUB_READ ? " (scrub)" : "");
+	}
+	if (write) {
+		if (err == -EIO || err == -ENODEV)
+			eng_member_fail(e, midx, err, true);
+		return;
+	}
+	if (err == -ENODEV)
+		eng_member_fail(e, midx, err, true);
+	eng_read_errors_check(e, midx);
+}
+
 /* ---- members, segments, counters ---- */
 
 enum za_member_state za_engine_member_state(const struct za_engine *e,
