@@ -126,7 +126,8 @@ struct stream {
 	struct za_stripe_w *pool;
 };
 
-#define SEG_HASH 4096u
+/* Buckets of a new segment or group table (they double as they fill). */
+#define HASH_MIN 256u
 
 struct za_engine {
 	struct za_io *io;
@@ -144,8 +145,14 @@ struct za_engine {
 	uint32_t *pairs;
 	struct stream streams[ZA_ENGINE_MAX_STREAMS];
 	unsigned nr_streams;
-	struct za_segment *hash[SEG_HASH];
-	struct group *ghash[SEG_HASH];
+	/* Segments and groups by id: chained, with as many buckets (a power
+	 * of two) as entries or more (eng_seg_insert(), eng_group_insert()).
+	 * Walks go over hash_size / ghash_size buckets, and none may insert:
+	 * a table that grows moves its entries. */
+	struct za_segment **hash;
+	struct group **ghash;
+	uint32_t hash_size, ghash_size;
+	size_t nr_segs, nr_groups;
 	bool pumping;
 	unsigned inflight; /* stripes being written */
 	unsigned fin_pending; /* FINISH requests in flight */
@@ -207,6 +214,10 @@ static inline bool eng_resettable(const struct member *m)
 /* engine.c */
 struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
+void eng_seg_insert(struct za_engine *e, struct za_segment *g);
+void eng_seg_unlink(struct za_engine *e, struct za_segment *g);
+void eng_group_insert(struct za_engine *e, struct group *grp);
+void eng_group_unlink(struct za_engine *e, struct group *grp);
 void eng_member_zstats(struct member *m);
 void eng_member_fail(struct za_engine *e, unsigned idx, int err, bool notify);
 /* Who sent a failed device request: what eng_req_failed() logs and does. */

@@ -266,8 +266,7 @@ struct group *eng_group_open(struct za_engine *e, struct stream *st)
 			if (m->zcap[g->zone[i]] < min_cap)
 				min_cap = m->zcap[g->zone[i]];
 		}
-		g->hnext = e->hash[g->id % SEG_HASH];
-		e->hash[g->id % SEG_HASH] = g;
+		eng_seg_insert(e, g);
 		grp->segs[j] = g;
 		eng_pairs_add(e, g, 1);
 		e->st.segs_opened++;
@@ -275,8 +274,7 @@ struct group *eng_group_open(struct za_engine *e, struct stream *st)
 	grp->nr_stripes = (uint32_t)(min_cap / st->l.slot_bytes);
 	for (j = 0; j < nseg; j++)
 		grp->segs[j]->nr_stripes = grp->nr_stripes;
-	grp->hnext = e->ghash[grp->id % SEG_HASH];
-	e->ghash[grp->id % SEG_HASH] = grp;
+	eng_group_insert(e, grp);
 	st->cur = grp;
 	e->rot += nseg * present;
 	e->st.groups_opened++;

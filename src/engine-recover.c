@@ -88,8 +88,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 		grp->st = st;
 		grp->w = h->group_w;
 		grp->nr_stripes = h->group_stripes;
-		grp->hnext = e->ghash[grp->id % SEG_HASH];
-		e->ghash[grp->id % SEG_HASH] = grp;
+		eng_group_insert(e, grp);
 	}
 	if (grp->w != h->group_w || grp->st != st ||
 	    grp->nr_stripes != h->group_stripes || grp->segs[h->group_idx])
@@ -119,8 +118,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 		}
 	}
 	grp->segs[h->group_idx] = g;
-	g->hnext = e->hash[g->id % SEG_HASH];
-	e->hash[g->id % SEG_HASH] = g;
+	eng_seg_insert(e, g);
 	eng_pairs_add(e, g, 1);
 	return g;
 }
@@ -503,7 +501,7 @@ static void rec_drop_partial(struct za_engine *e)
 	struct za_segment *g;
 	unsigned i, c;
 
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
 			for (c = 0; c < g->st->l.width; c++) {
 				struct member *m = &e->m[g->member[c]];
@@ -564,7 +562,7 @@ static void rec_drop_orphans(struct za_engine *e)
 	unsigned i, c, j, seen;
 	bool held;
 
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (gp = &e->hash[i]; (g = *gp);) {
 			held = g->rec_home;
 			for (c = 0, seen = 0; c < g->st->l.width && !held;
@@ -582,7 +580,7 @@ static void rec_drop_orphans(struct za_engine *e)
 				    "unfinished copies: released before the "
 				    "crash; dropped",
 				    (unsigned long long)g->id);
-			*gp = g->hnext;
+			eng_seg_unlink(e, g); /* *gp is its successor now */
 			grp = g->grp;
 			grp->segs[g->grp_idx] = NULL;
 			eng_pairs_add(e, g, -1);
@@ -618,7 +616,7 @@ static void rec_claim(struct za_engine *e)
 	unsigned i, c;
 
 	rec_unclaim(e);
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
 			for (c = 0; c < g->st->l.width; c++) {
 				struct member *m = &e->m[g->member[c]];
@@ -663,7 +661,7 @@ static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
 		    (unsigned)__builtin_popcountll(r->cols) >= g->st->l.k)
 			g->rec_readable = true;
 	}
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
 			for (c = 0; c < g->st->l.width && g->rec_readable;
 			     c++) {
@@ -889,7 +887,7 @@ int za_engine_recover_from(
 		eng_member_zstats(m);
 	}
 	/* Recovered segments take no more stripes: finish partial zones. */
-	for (i = 0; i < SEG_HASH; i++) {
+	for (i = 0; i < e->hash_size; i++) {
 		struct za_segment *g;
 
 		for (g = e->hash[i]; g; g = g->hnext) {

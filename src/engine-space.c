@@ -166,25 +166,19 @@ uint64_t za_engine_data_capacity_blocks(const struct za_engine *e)
 
 void eng_group_unlink_free(struct za_engine *e, struct group *grp)
 {
-	struct group **gp = &e->ghash[grp->id % SEG_HASH];
 	unsigned j;
 
 	for (j = 0; j < grp->w; j++) {
-		struct za_segment *g = grp->segs[j], **sp;
+		struct za_segment *g = grp->segs[j];
 
 		if (!g)
 			continue;
-		sp = &e->hash[g->id % SEG_HASH];
-		while (*sp != g)
-			sp = &(*sp)->hnext;
-		*sp = g->hnext;
+		eng_seg_unlink(e, g);
 		eng_pairs_add(e, g, -1);
 		free(g->fin);
 		free(g);
 	}
-	while (*gp != grp)
-		gp = &(*gp)->hnext;
-	*gp = grp->hnext;
+	eng_group_unlink(e, grp);
 	free(grp->segs);
 	free(grp->rel_reqs);
 	free(grp);
@@ -337,19 +331,35 @@ uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
 		     0;
 }
 
+static int id_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
 			  unsigned max)
 {
 	unsigned i, n = 0;
 	const struct group *g;
 
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->ghash_size; i++)
 		for (g = e->ghash[i]; g; g = g->hnext)
 			if (!g->releasing) {
 				if (n < max)
 					ids[n] = g->id;
 				n++;
 			}
+	/*
+	 * In id order, whatever the table's size: the walk meets ids in
+	 * bucket order, which changes as the table grows. GC picks its
+	 * victim among equals by the order it is given, and with the
+	 * fixed table of 4096 buckets small arrays always listed their
+	 * groups by id.
+	 */
+	if (n && max)
+		qsort(ids, n < max ? n : max, sizeof(*ids), id_cmp);
 	return n;
 }
 
@@ -388,7 +398,7 @@ size_t za_engine_degraded(const struct za_engine *e,
 	size_t n = 0;
 	unsigned i, c;
 
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext) {
 			const struct za_stripe_layout *l = &g->st->l;
 			struct za_engine_degraded d = { 0 };
@@ -434,7 +444,7 @@ void za_engine_rebuild_plan(struct za_engine *e)
 
 	for (i = 0; i < e->nr_members; i++)
 		e->m[i].rb_plan = e->m[i].rb_pass_slots = 0;
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext) {
 			const struct za_stripe_layout *l = &g->st->l;
 			bool listed = false;
@@ -481,7 +491,7 @@ unsigned eng_seg_lost_scan(const struct za_engine *e, bool *beyond)
 	*beyond = false;
 	for (i = 0; i < e->nr_members && !any; i++)
 		any = !eng_readable(&e->m[i]);
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext) {
 			uint64_t lost = 0;
 			unsigned n;

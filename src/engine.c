@@ -70,11 +70,27 @@
 
 /* ---- the tables of segments and groups ---- */
 
+/*
+ * Segments and groups are found by id in chained hash tables that double
+ * their buckets whenever they hold more entries than buckets: a fixed
+ * 4096 made chains about 340 long with 256 drives of 65,535 zones (1.4 M
+ * segments of 10+2), and every read, rebuild column and stripe check
+ * looks one up. Ids are handed out in order, so id modulo a power of two
+ * spreads them evenly. A table that cannot grow (no memory) stays as it
+ * is, only slower. Entries go at the head of their chain, as before; no
+ * caller depends on the order a walk meets them in (za_engine_groups()
+ * sorts what it lists).
+ */
+static uint32_t slot_of(uint64_t id, uint32_t size)
+{
+	return (uint32_t)(id & (size - 1));
+}
+
 struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id)
 {
 	struct za_segment *s;
 
-	for (s = e->hash[id % SEG_HASH]; s; s = s->hnext)
+	for (s = e->hash[slot_of(id, e->hash_size)]; s; s = s->hnext)
 		if (s->id == id)
 			return s;
 	return NULL;
@@ -84,10 +100,92 @@ struct group *eng_group_find(const struct za_engine *e, uint64_t id)
 {
 	struct group *g;
 
-	for (g = e->ghash[id % SEG_HASH]; g; g = g->hnext)
+	for (g = e->ghash[slot_of(id, e->ghash_size)]; g; g = g->hnext)
 		if (g->id == id)
 			return g;
 	return NULL;
+}
+
+static void seg_table_grow(struct za_engine *e)
+{
+	uint32_t size = e->hash_size * 2, i;
+	struct za_segment **h, *s, *next;
+
+	if (size < e->hash_size)
+		return; /* 2^31 buckets: as far as it goes */
+	h = calloc(size, sizeof(*h));
+	if (!h)
+		return;
+	for (i = 0; i < e->hash_size; i++)
+		for (s = e->hash[i]; s; s = next) {
+			next = s->hnext;
+			s->hnext = h[slot_of(s->id, size)];
+			h[slot_of(s->id, size)] = s;
+		}
+	free(e->hash);
+	e->hash = h;
+	e->hash_size = size;
+}
+
+static void group_table_grow(struct za_engine *e)
+{
+	uint32_t size = e->ghash_size * 2, i;
+	struct group **h, *g, *next;
+
+	if (size < e->ghash_size)
+		return;
+	h = calloc(size, sizeof(*h));
+	if (!h)
+		return;
+	for (i = 0; i < e->ghash_size; i++)
+		for (g = e->ghash[i]; g; g = next) {
+			next = g->hnext;
+			g->hnext = h[slot_of(g->id, size)];
+			h[slot_of(g->id, size)] = g;
+		}
+	free(e->ghash);
+	e->ghash = h;
+	e->ghash_size = size;
+}
+
+void eng_seg_insert(struct za_engine *e, struct za_segment *g)
+{
+	struct za_segment **b = &e->hash[slot_of(g->id, e->hash_size)];
+
+	g->hnext = *b;
+	*b = g;
+	if (++e->nr_segs > e->hash_size)
+		seg_table_grow(e);
+}
+
+void eng_seg_unlink(struct za_engine *e, struct za_segment *g)
+{
+	struct za_segment **sp = &e->hash[slot_of(g->id, e->hash_size)];
+
+	while (*sp != g)
+		sp = &(*sp)->hnext;
+	*sp = g->hnext;
+	e->nr_segs--;
+}
+
+void eng_group_insert(struct za_engine *e, struct group *grp)
+{
+	struct group **b = &e->ghash[slot_of(grp->id, e->ghash_size)];
+
+	grp->hnext = *b;
+	*b = grp;
+	if (++e->nr_groups > e->ghash_size)
+		group_table_grow(e);
+}
+
+void eng_group_unlink(struct za_engine *e, struct group *grp)
+{
+	struct group **gp = &e->ghash[slot_of(grp->id, e->ghash_size)];
+
+	while (*gp != grp)
+		gp = &(*gp)->hnext;
+	*gp = grp->hnext;
+	e->nr_groups--;
 }
 
 /* ---- construction ---- */
@@ -274,11 +372,12 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 	 * ever touched. */
 	e->pairs = calloc((size_t)ZA_SB_MAX_MEMBERS * ZA_SB_MAX_MEMBERS,
 			  sizeof(*e->pairs));
-	if (!e->m || !e->pairs) {
-		free(e->m);
-		free(e->pairs);
+	e->hash_size = e->ghash_size = HASH_MIN;
+	e->hash = calloc(e->hash_size, sizeof(*e->hash));
+	e->ghash = calloc(e->ghash_size, sizeof(*e->ghash));
+	if (!e->m || !e->pairs || !e->hash || !e->ghash) {
 		ret = -ENOMEM;
-		goto err_free;
+		goto err_tables;
 	}
 	e->m[ZA_STRIPE_MEMBER_ABSENT].state = ZA_MEMBER_REMOVED;
 	for (i = 0; i < prm->nr_members; i++) {
@@ -323,9 +422,11 @@ err_members:
 		free(e->m[i].zcap);
 		free(e->m[i].zwp);
 	}
+err_tables:
+	free(e->hash);
+	free(e->ghash);
 	free(e->m);
 	free(e->pairs);
-err_free:
 	free(e);
 	return ret;
 }
@@ -353,21 +454,26 @@ void za_engine_free(struct za_engine *e)
 		return;
 	/* Before the stripes it may hold are freed with their streams. */
 	za_worker_free(e->prep);
-	for (i = 0; i < SEG_HASH; i++) {
+	for (i = 0; i < e->hash_size; i++) {
 		struct za_segment *g = e->hash[i], *n;
-		struct group *gr = e->ghash[i], *gn;
 
 		for (; g; g = n) {
 			n = g->hnext;
 			free(g->fin);
 			free(g);
 		}
+	}
+	for (i = 0; i < e->ghash_size; i++) {
+		struct group *gr = e->ghash[i], *gn;
+
 		for (; gr; gr = gn) {
 			gn = gr->hnext;
 			free(gr->segs);
 			free(gr);
 		}
 	}
+	free(e->hash);
+	free(e->ghash);
 	for (i = 0; i < e->nr_streams; i++)
 		stream_fini(&e->streams[i]);
 	for (i = 0; i < e->nr_members; i++) {
@@ -689,7 +795,7 @@ unsigned za_engine_member_refs(const struct za_engine *e, unsigned idx)
 	const struct za_segment *g;
 	unsigned i, c, n = 0;
 
-	for (i = 0; i < SEG_HASH; i++)
+	for (i = 0; i < e->hash_size; i++)
 		for (g = e->hash[i]; g; g = g->hnext)
 			for (c = 0; c < g->st->l.width; c++)
 				n += g->member[c] == idx &&

@@ -388,7 +388,8 @@ int za_engine_group_release(struct za_engine *e, uint64_t group_id,
 /* Data blocks a group holds when every stripe is written. */
 uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
 					 uint64_t group_id);
-/* Ids of the groups that exist (sealed or taking), up to @max. */
+/* Ids of the groups that exist (sealed or taking), up to @max of them,
+ * sorted; returns how many exist (past @max, some are left out). */
 unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
 			  unsigned max);
 
