@@ -20,7 +20,7 @@
 #include "io.h"
 #include "log.h"
 #include "sb.h"
-#include "segment.h"
+#include "engine.h"
 
 struct opts {
 	unsigned n, k, p, inflight;

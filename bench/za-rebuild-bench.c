@@ -24,7 +24,7 @@
 #include "dev-emu.h"
 #include "log.h"
 #include "rebuild.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 struct opts {

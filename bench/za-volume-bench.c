@@ -29,7 +29,7 @@
 #include "log.h"
 #include "map.h"
 #include "sb.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 struct bench {

@@ -16,7 +16,7 @@
 #include "array.h"
 #include "rebuild.h"
 #include "scrub.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 struct za_array {

@@ -14,6 +14,13 @@
 
 #include "dev.h"
 
+/* The "emu" backend's constructor (za_dev_open() finds it in the backend
+ * table, dev-backends.c) and its test: is @path a file that starts like
+ * an emulated drive? */
+int za_dev_emu_open(struct za_io *io, const char *path, unsigned flags,
+		    struct za_dev **out);
+bool za_dev_emu_probe(const char *path);
+
 struct za_emu_params {
 	enum za_dev_model model;
 	uint64_t size_bytes; /* rounded down to whole zones */

@@ -38,6 +38,7 @@
 #include <liburing.h>
 
 #include "container.h"
+#include "dev-zbd.h"
 #include "dev.h"
 #include "io.h"
 #include "log.h"

@@ -6,10 +6,12 @@
  * tools and tests.
  *
  * It does no I/O itself; the backends (dev-emu.c, dev-zbd.c, dev-fault.c)
- * do. The checks here are the device layer's contract in code: a backend
- * that tracks zone state calls za_dev_check_zone() before touching the
- * medium, so that an emulated drive and a real one return the same -errno
- * for the same mistake.
+ * do. Nor does it name them: za_dev_open() walks the table of backends
+ * (dev-backends.h), so the backends depend on this layer and never the
+ * other way round. The checks here are the device layer's contract in
+ * code: a backend that tracks zone state calls za_dev_check_zone() before
+ * touching the medium, so that an emulated drive and a real one return
+ * the same -errno for the same mistake.
  */
 #include <assert.h>
 #include <errno.h>
@@ -24,6 +26,7 @@
 #endif
 
 #include "container.h"
+#include "dev-backends.h"
 #include "dev.h"
 #include "log.h"
 
@@ -113,6 +116,7 @@ const char *za_dev_op_str(enum za_dev_op op)
 int za_dev_open(struct za_io *io, const char *path, unsigned flags,
 		struct za_dev **out)
 {
+	const struct za_dev_backend *const *b, *refused = NULL;
 	struct stat st;
 
 	if (stat(path, &st) < 0) {
@@ -121,18 +125,20 @@ int za_dev_open(struct za_io *io, const char *path, unsigned flags,
 		za_log_err("%s: %s", path, strerror(errno));
 		return ret;
 	}
-	if (S_ISREG(st.st_mode)) {
-		if (!za_dev_emu_probe(path)) {
-			za_log_err("%s: not an emulated zoned drive (no zarray "
-				   "emulated-drive header; create one with "
-				   "'zarray emu create')",
-				   path);
-			return -EMEDIUMTYPE;
-		}
-		return za_dev_emu_open(io, path, flags, out);
+	/* The first backend for this kind of file that takes it opens it;
+	 * if all turn it down, the first one says why. */
+	for (b = za_dev_backends; *b; b++) {
+		if ((st.st_mode & S_IFMT) != (*b)->file_type)
+			continue;
+		if (!(*b)->probe || (*b)->probe(path))
+			return (*b)->open(io, path, flags, out);
+		if (!refused)
+			refused = *b;
 	}
-	if (S_ISBLK(st.st_mode))
-		return za_dev_zbd_open(io, path, flags, out);
+	if (refused) {
+		za_log_err("%s: %s", path, refused->refusal);
+		return -EMEDIUMTYPE;
+	}
 	za_log_err("%s: neither a block device nor an emulated-drive file",
 		   path);
 	return -EMEDIUMTYPE;

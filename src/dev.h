@@ -294,12 +294,4 @@ int za_dev_check_args(const struct za_dev *dev, const struct za_dev_req *req);
 int za_dev_check_zone(const struct za_dev *dev, const struct za_zone *z,
 		      const struct za_dev_req *req);
 
-/* Backend constructors (za_dev_open() picks one). */
-int za_dev_emu_open(struct za_io *io, const char *path, unsigned flags,
-		    struct za_dev **out);
-int za_dev_zbd_open(struct za_io *io, const char *path, unsigned flags,
-		    struct za_dev **out);
-/* Is @path a file that starts like an emulated drive? */
-bool za_dev_emu_probe(const char *path);
-
 #endif /* ZA_DEV_H */

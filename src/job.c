@@ -30,7 +30,7 @@
 
 #include "container.h"
 #include "job.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 
 /* Rate samples (one a second) before an ETA is given. */

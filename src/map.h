@@ -4,7 +4,7 @@
  * extents.
  *
  * A location is (kind, group, position): block i of an extent lives at
- * position pos + i of the group (segment.h: a group's data positions are
+ * position pos + i of the group (engine.h: a group's data positions are
  * contiguous for sequential writes), or in an in-memory stripe buffer
  * before its stripe is durable. Memory grows with the number of extents,
  * never with capacity: adjacent extents that continue each other are

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "io.h"
+#include "engine.h"
 #include "job.h"
-#include "segment.h"
 #include "volume.h"
 
 struct za_rebuild;

@@ -5,7 +5,7 @@
  * The header block is documented byte by byte in docs/format.md ("Stripe
  * header"). Decoding checks every field against its range before the
  * caller may use any of it; it does not check that the header belongs to
- * the segment the caller expected (segment.c compares ids, columns and
+ * the segment the caller expected (the engine compares ids, columns and
  * geometry, because only it knows what it expected).
  */
 #include <errno.h>

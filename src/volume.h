@@ -29,7 +29,7 @@
 
 #include "io.h"
 #include "job.h"
-#include "segment.h"
+#include "engine.h"
 
 struct za_volume;
 

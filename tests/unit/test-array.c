@@ -27,7 +27,7 @@
 #include "io.h"
 #include "log.h"
 #include "sb.h"
-#include "segment.h"
+#include "engine.h"
 #include "volume.h"
 #include "tap.h"
 

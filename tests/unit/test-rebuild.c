@@ -33,7 +33,7 @@
 #include "io.h"
 #include "log.h"
 #include "rebuild.h"
-#include "segment.h"
+#include "engine.h"
 #include "tap.h"
 #include "volume.h"
 

@@ -26,7 +26,7 @@
 #include "io.h"
 #include "log.h"
 #include "scrub.h"
-#include "segment.h"
+#include "engine.h"
 #include "stripe.h"
 #include "tap.h"
 #include "volume.h"

@@ -34,7 +34,7 @@
 #include "io.h"
 #include "log.h"
 #include "payload.h"
-#include "segment.h"
+#include "engine.h"
 #include "tap.h"
 #include "volume.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test-segment.c - the segment engine on emulated drives behind fault
+ * test-engine.c - the segment engine on emulated drives behind fault
  * wrappers: byte-exact round trips over a geometry table (2 to 256
  * members, mixed sizes), every erasure pattern up to p for small codes and
  * random ones for wide codes, p+1 losses giving EIO, bit flips detected
@@ -26,7 +26,7 @@
 #include "ec.h"
 #include "io.h"
 #include "log.h"
-#include "segment.h"
+#include "engine.h"
 #include "stripe.h"
 #include "tap.h"
 
@@ -2558,6 +2558,111 @@ START_TEST(test_rebuild_keeps_room)
 }
 END_TEST
 
+/*
+ * Groups w[i] not @gone are found (group, segment, locate), listed in id
+ * order and read back (every 97th and the last); the gone ones are not.
+ */
+static void check_tables(struct tarr *t, const struct wrec *w, unsigned n,
+			 const bool *gone)
+{
+	uint64_t *ids = calloc(n + 1, sizeof(*ids));
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	struct za_seg_info si;
+	uint64_t seg;
+	uint32_t stripe;
+	unsigned i, k = 0, nlist;
+
+	ck_assert_ptr_nonnull(ids);
+	ck_assert_ptr_nonnull(gi);
+	nlist = za_engine_groups(t->e, ids, n + 1);
+	for (i = 0; i < n; i++) {
+		if (gone[i]) {
+			ck_assert_int_eq(
+				za_engine_group_info(t->e, w[i].group_id, gi),
+				-ENOENT);
+			ck_assert_int_eq(za_engine_seg_info(t->e, w[i].seg_id,
+							    &si),
+					 -ENOENT);
+			continue;
+		}
+		ck_assert_uint_lt(k, nlist);
+		ck_assert_uint_eq(ids[k++], w[i].group_id);
+		ck_assert_int_eq(za_engine_group_info(t->e, w[i].group_id, gi),
+				 0);
+		ck_assert_uint_eq(gi->nr_segs, 1);
+		ck_assert_uint_eq(gi->seg_ids[0], w[i].seg_id);
+		ck_assert_int_eq(za_engine_seg_info(t->e, w[i].seg_id, &si), 0);
+		ck_assert_uint_eq(si.id, w[i].seg_id);
+		ck_assert_int_eq(za_engine_group_locate(t->e, w[i].group_id, 0,
+							&seg, &stripe),
+				 0);
+		ck_assert_uint_eq(seg, w[i].seg_id);
+		ck_assert_uint_eq(stripe, 0);
+		if (i % 97 == 0 || i == n - 1)
+			ck_assert_int_eq(check_one(t, &w[i], 0, 1, NULL), 0);
+	}
+	ck_assert_uint_eq(nlist, k);
+	free(gi);
+	free(ids);
+}
+
+/*
+ * The tables of segments and groups start at 256 buckets and double as
+ * they fill: 1,100 groups of one segment (2+1 on 4 members), each sealed
+ * after its first stripe by draining one of its members and taking it
+ * back, grow both three times. Every group is still found and read back,
+ * and after half of them are released, and after a restart (recovery
+ * fills new tables from the drives), the rest are and the released ones
+ * are not.
+ */
+#define GROW_GROUPS 1100u
+
+START_TEST(test_tables_grow)
+{
+	struct wrec *w = calloc(GROW_GROUPS, sizeof(*w));
+	bool *gone = calloc(GROW_GROUPS, sizeof(*gone));
+	struct za_seg_info si;
+	struct tarr t;
+	unsigned i, c;
+
+	ck_assert_ptr_nonnull(w);
+	ck_assert_ptr_nonnull(gone);
+	/* 3 of the 4 members' zones per group: 825 of each, and room. */
+	tarr_make(&t, 4, 2, 1, 4096, 1, 840, 1);
+	for (i = 0; i < GROW_GROUPS; i++) {
+		ck_assert_int_eq(write_one(&t, &w[i], 1), 0);
+		ck_assert_uint_eq(w[i].group_pos, 0); /* a new group each */
+		/*
+		 * Seal the group: draining one of its members stops it. An
+		 * SMR one (tarr_make: i % 3 != 0, and 3 of the 4 hold it):
+		 * the draining member's zone is not finished, and ZNS
+		 * members have 14 active zones, SMR ones no limit.
+		 */
+		ck_assert_int_eq(za_engine_seg_info(t.e, w[i].seg_id, &si), 0);
+		for (c = 0; si.members[c] % 3 == 0; c++)
+			;
+		ck_assert_int_eq(za_engine_member_drain(t.e, si.members[c]), 0);
+		ck_assert_int_eq(za_engine_member_undrain(t.e, si.members[c]),
+				 0);
+		while (za_engine_busy(t.e))
+			za_io_run_once(t.io);
+	}
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	check_tables(&t, w, GROW_GROUPS, gone);
+	for (i = 0; i < GROW_GROUPS; i += 2) {
+		release_group(&t, w[i].group_id);
+		gone[i] = true;
+	}
+	check_tables(&t, w, GROW_GROUPS, gone);
+	tarr_restart(&t);
+	check_tables(&t, w, GROW_GROUPS, gone);
+	free(gone);
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
 static void quiet(enum za_log_level lv, const char *msg)
 {
 	(void)lv;
@@ -2573,6 +2678,7 @@ int main(void)
 	za_log_set_sink(quiet);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_header_codec);
+	tcase_add_test(tc, test_tables_grow);
 	tcase_add_loop_test(tc, test_geometry, 0, (int)(2 * NR_GEOS));
 	tcase_add_loop_test(tc, test_staged_columns, 0, (int)(2 * NR_GEOS));
 	tcase_add_test(tc, test_bitflips_counted);

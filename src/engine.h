@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * segment.h - the segment engine: write sets of open segments across the
+ * engine.h - the segment engine: write sets of open segments across the
  * members, full-stripe writes with erasure coding, verified and degraded
  * reads, member exclusion.
  *
@@ -12,7 +12,7 @@
  * keeps enough segments open on disjoint members that every writable
  * member is busy, places new segments by free zones, and never places one
  * on a failed, missing, draining or removed member. docs/design.md,
- * "Segments and stripes", tells the whole story; segment.c opens with it.
+ * "Segments and stripes", tells the whole story; engine.c opens with it.
  *
  * What it does not do: it does not know which logical block is where (the
  * volume's map does), it does not write superblocks (array.c does, when
@@ -21,8 +21,8 @@
  *
  * Everything runs on the loop thread of the struct za_io it was given.
  */
-#ifndef ZA_SEGMENT_H
-#define ZA_SEGMENT_H
+#ifndef ZA_ENGINE_H
+#define ZA_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,7 +144,7 @@ struct za_stripe_w {
 	uint32_t stripe_idx;
 	uint64_t seq;
 
-	/* private to segment.c */
+	/* private to the engine (engine-*.c) */
 	struct za_work work; /* parity and headers on the engine's worker */
 	struct za_stripe_hdr *hdr; /* the header its columns share */
 	uint64_t absent; /* columns not written, at dispatch */
@@ -388,7 +388,8 @@ int za_engine_group_release(struct za_engine *e, uint64_t group_id,
 /* Data blocks a group holds when every stripe is written. */
 uint64_t za_engine_group_capacity_blocks(const struct za_engine *e,
 					 uint64_t group_id);
-/* Ids of the groups that exist (sealed or taking), up to @max. */
+/* Ids of the groups that exist (sealed or taking), up to @max of them,
+ * sorted; returns how many exist (past @max, some are left out). */
 unsigned za_engine_groups(const struct za_engine *e, uint64_t *ids,
 			  unsigned max);
 
@@ -603,4 +604,4 @@ struct za_engine_stats {
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 
-#endif /* ZA_SEGMENT_H */
+#endif /* ZA_ENGINE_H */

@@ -1,0 +1,925 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * engine-recover.c - crash recovery: the engine's segments, groups and
+ * counters rebuilt from the stripe headers on the drives, torn stripes
+ * completed, unfinished copies, released segments and stale places
+ * dropped, unclaimed zones reset, and every readable stripe handed to the
+ * owner in sequence order. Synchronous, once, before any write. It does
+ * not know what the stripes hold: the owner (the volume) replays them.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "byteorder.h"
+#include "crc.h"
+#include "ec.h"
+#include "log.h"
+#include "engine-int.h"
+
+/* ---- crash recovery ---- */
+
+/*
+ * Recovery reads the drives in two passes. Pass 1 reads the header of
+ * every slot of every non-empty data zone, learns each segment (members,
+ * zones, group, stream) from any one of its columns, and keeps one compact
+ * record per stripe with the columns found. Pass 2 goes through the
+ * stripes in sequence order, reads their data columns' headers again for
+ * the LBA tables (decoding a missing column's table from the others) and
+ * hands them to the owner. Memory: one record per stripe, no headers.
+ */
+struct rec_stripe {
+	uint64_t seq;
+	uint64_t seg_id;
+	uint64_t group_id, group_pos;
+	uint32_t stripe_idx;
+	uint32_t nr_blocks;
+	uint64_t cols; /* columns whose header was found */
+	uint8_t kind, stream;
+	bool bad; /* columns disagree */
+};
+
+struct rec_ctx {
+	struct za_engine *e;
+	struct rec_stripe *st;
+	size_t nr, cap;
+	uint8_t *blk; /* 4 KiB, aligned */
+	uint64_t max_seq, max_seg, max_group;
+};
+
+static struct za_segment *rec_segment(struct za_engine *e,
+				      const struct za_stripe_hdr *h)
+{
+	struct za_segment *g = eng_seg_find(e, h->seg_id);
+	struct group *grp;
+	struct stream *st;
+	unsigned i, width = (unsigned)h->k + h->p;
+
+	if (g)
+		return g;
+	if (h->stream >= e->nr_streams)
+		return NULL;
+	st = &e->streams[h->stream];
+	if (st->l.k != h->k || st->l.p != h->p || st->l.rows != h->rows ||
+	    st->l.chunk_bytes != h->chunk_bytes)
+		return NULL;
+	for (i = 0; i < width; i++) {
+		unsigned mi = h->members[i];
+
+		if (mi == ZA_STRIPE_MEMBER_ABSENT)
+			continue; /* born lost: the "no member" entry */
+		if (mi >= e->nr_members ||
+		    h->zones[i] >= (e->m[mi].nr_zones ? e->m[mi].nr_zones :
+							UINT32_MAX))
+			return NULL;
+	}
+	grp = eng_group_find(e, h->group_id);
+	if (!grp) {
+		grp = calloc(1, sizeof(*grp));
+		if (grp)
+			grp->segs = calloc(h->group_w, sizeof(*grp->segs));
+		if (!grp || !grp->segs) {
+			free(grp);
+			return NULL;
+		}
+		grp->id = h->group_id;
+		grp->eng = e;
+		grp->st = st;
+		grp->w = h->group_w;
+		grp->nr_stripes = h->group_stripes;
+		eng_group_insert(e, grp);
+	}
+	if (grp->w != h->group_w || grp->st != st ||
+	    grp->nr_stripes != h->group_stripes || grp->segs[h->group_idx])
+		return NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->eng = e;
+	g->st = st;
+	g->grp = grp;
+	g->grp_idx = h->group_idx;
+	g->id = h->seg_id;
+	g->state = ZA_SEG_SEALED;
+	g->nr_stripes = h->group_stripes;
+	g->finished = true;
+	for (i = 0; i < width; i++) {
+		struct member *m = &e->m[h->members[i]];
+
+		g->member[i] = g->hdr_member[i] = h->members[i];
+		g->zone[i] = g->hdr_zone[i] = h->zones[i];
+		g->col_upto[i] = UINT32_MAX;
+		if (m->zkind && m->zkind[g->zone[i]] == Z_FREE) {
+			m->zkind[g->zone[i]] = Z_USED;
+			m->free_zones--;
+		} else if (m->zkind && m->zkind[g->zone[i]] == Z_UNCLAIMED) {
+			m->zkind[g->zone[i]] = Z_USED;
+		}
+	}
+	grp->segs[h->group_idx] = g;
+	eng_seg_insert(e, g);
+	eng_pairs_add(e, g, 1);
+	return g;
+}
+
+static int rec_add(struct rec_ctx *rc, const struct za_stripe_hdr *h)
+{
+	struct rec_stripe *r;
+
+	if (rc->nr == rc->cap) {
+		size_t cap = rc->cap ? rc->cap * 2 : 1024;
+		struct rec_stripe *n = realloc(rc->st, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		rc->st = n;
+		rc->cap = cap;
+	}
+	r = &rc->st[rc->nr++];
+	memset(r, 0, sizeof(*r));
+	r->seq = h->seq;
+	r->seg_id = h->seg_id;
+	r->group_id = h->group_id;
+	r->group_pos = (uint64_t)h->stripe_idx * h->group_w + h->group_idx;
+	r->stripe_idx = h->stripe_idx;
+	r->nr_blocks = h->nr_blocks;
+	r->cols = 1ull << h->col;
+	r->kind = h->kind;
+	r->stream = h->stream;
+	if (h->seq > rc->max_seq)
+		rc->max_seq = h->seq;
+	if (h->seg_id > rc->max_seg)
+		rc->max_seg = h->seg_id;
+	if (h->group_id > rc->max_group)
+		rc->max_group = h->group_id;
+	return 0;
+}
+
+/* Where the column a header describes is (moved by a rebuild or not). */
+static unsigned hdr_at_member(const struct za_stripe_hdr *h)
+{
+	return (h->flags & ZA_STRIPE_F_RELOCATED) ? h->at_member :
+						    h->members[h->col];
+}
+
+static uint32_t hdr_at_zone(const struct za_stripe_hdr *h)
+{
+	return (h->flags & ZA_STRIPE_F_RELOCATED) ? h->at_zone :
+						    h->zones[h->col];
+}
+
+/* Read and decode the header at @off of member @mi. */
+static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
+			struct za_stripe_hdr *h)
+{
+	struct za_engine *e = rc->e;
+	int ret;
+
+	ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk, 4096,
+			     NULL);
+	if (ret)
+		return ret;
+	ret = za_stripe_hdr_decode(rc->blk, h);
+	if (ret)
+		return ret;
+	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || hdr_at_member(h) != mi)
+		return -EBADMSG;
+	return 0;
+}
+
+/*
+ * A column moved by a rebuild was found in zone @z of member @mi: make it
+ * the column's place unless a finished copy is already known. Partial
+ * copies (a rebuild interrupted) are dropped after pass 1. Returns true
+ * if the zone now holds the column.
+ */
+static bool rec_relocated(struct za_engine *e, struct za_segment *g, unsigned c,
+			  unsigned mi, uint32_t z)
+{
+	struct member *old;
+
+	if (g->member[c] == mi && g->zone[c] == z)
+		return true;
+	if (g->member[c] != g->hdr_member[c] || g->zone[c] != g->hdr_zone[c]) {
+		if (g->col_upto[c])
+			return false; /* a finished copy is known */
+		old = &e->m[g->member[c]];
+		if (old->zkind && old->zkind[g->zone[c]] == Z_USED)
+			old->zkind[g->zone[c]] = Z_UNCLAIMED;
+	}
+	g->member[c] = (uint16_t)mi;
+	g->zone[c] = z;
+	g->col_upto[c] = 0; /* until its last slot says it is complete */
+	if (e->m[mi].zkind[z] == Z_UNCLAIMED)
+		e->m[mi].zkind[z] = Z_USED;
+	return true;
+}
+
+/* Pass 1 on one zone: every slot up to the write pointer. */
+static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
+{
+	struct za_engine *e = rc->e;
+	struct member *m = &e->m[mi];
+	uint64_t start = (uint64_t)z * m->zone_bytes, off = start;
+	uint64_t slot = 0, end = m->zwp[z];
+	struct za_stripe_hdr h;
+	struct za_segment *g;
+	int ret;
+
+	while (off + 4096 <= end) {
+		ret = rec_read_hdr(rc, mi, off, &h);
+		if (ret == -ENODEV)
+			return ret;
+		if (!ret && hdr_at_zone(&h) != z)
+			ret = -EBADMSG;
+		if (!ret) {
+			g = rec_segment(e, &h);
+			if (g && (h.flags & ZA_STRIPE_F_RELOCATED) &&
+			    !rec_relocated(e, g, h.col, mi, z))
+				g = NULL;
+			if (g && g->member[h.col] == mi &&
+			    g->zone[h.col] == z) {
+				slot = g->st->l.slot_bytes;
+				if (!(h.flags & ZA_STRIPE_F_RELOCATED))
+					g->rec_home = true;
+				if (h.flags & ZA_STRIPE_F_COMPLETE)
+					g->col_upto[h.col] = h.stripe_idx + 1;
+				if (!(h.flags & ZA_STRIPE_F_HOLE))
+					ret = rec_add(rc, &h);
+				if (ret)
+					return ret;
+			} else {
+				ret = -EBADMSG;
+			}
+		}
+		if (ret && !slot)
+			return 0; /* no valid first slot: the zone is garbage */
+		off += slot;
+	}
+	return 0;
+}
+
+static int rec_cmp_pos(const void *a, const void *b)
+{
+	const struct rec_stripe *x = a, *y = b;
+
+	if (x->seg_id != y->seg_id)
+		return x->seg_id < y->seg_id ? -1 : 1;
+	if (x->stripe_idx != y->stripe_idx)
+		return x->stripe_idx < y->stripe_idx ? -1 : 1;
+	return 0;
+}
+
+static int rec_cmp_seq(const void *a, const void *b)
+{
+	const struct rec_stripe *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Pass 2 for one stripe: its LBAs, decoding missing columns' tables. */
+static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
+		    uint64_t *lbas)
+{
+	struct za_engine *e = rc->e;
+	struct za_segment *g = eng_seg_find(e, r->seg_id);
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t *tab[ZA_EC_MAX_WIDTH] = { 0 }, *mem;
+	uint64_t avail = 0, want = 0;
+	unsigned c, have = 0;
+	uint32_t j;
+	int ret = 0;
+
+	mem = malloc((size_t)l->width * ZA_STRIPE_LBA_BYTES);
+	if (!mem)
+		return -ENOMEM;
+	for (c = 0; c < l->width; c++) {
+		struct za_stripe_hdr h;
+		uint64_t off;
+
+		tab[c] = mem + (size_t)c * ZA_STRIPE_LBA_BYTES;
+		if (c >= l->k && have >= l->k)
+			break;
+		if (!(r->cols & (1ull << c)) ||
+		    !eng_readable(&e->m[g->member[c]]) ||
+		    r->stripe_idx >= g->col_upto[c])
+			continue;
+		off = (uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
+		      (uint64_t)r->stripe_idx * l->slot_bytes;
+		if (rec_read_hdr(rc, g->member[c], off, &h) || h.seq != r->seq)
+			continue;
+		memcpy(tab[c], rc->blk + ZA_STRIPE_LBA_OFF,
+		       ZA_STRIPE_LBA_BYTES);
+		avail |= 1ull << c;
+		have++;
+	}
+	for (c = 0; c < l->k; c++)
+		if (!(avail & (1ull << c)))
+			want |= 1ull << c;
+	if (want) {
+		while ((unsigned)__builtin_popcountll(avail) > l->k)
+			avail &= avail - 1; /* drop the lowest: keep k */
+		ret = za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+					avail, want);
+	}
+	if (!ret)
+		for (c = 0; c < l->k; c++)
+			for (j = 0; j < l->col_blocks; j++)
+				lbas[za_stripe_block_of(l, c, j)] =
+					za_get_le64(tab[c] + 8 * j);
+	free(mem);
+	return ret;
+}
+
+/*
+ * A crash can tear a stripe: its columns are written in parallel, so some
+ * may be on the drives while others never got there (or only their first
+ * part: a slot larger than one I/O is written in pieces). Such a stripe
+ * was never complete, so nothing flushed depends on it, but with k
+ * columns or more it is readable and replayed, and its blocks become what
+ * the volume serves. Left as it is, it would have fewer than p columns of
+ * redundancy, and nothing would ever restore them: one failure later its
+ * data would be gone (zloop seed 7016). Dropping it instead is not stable:
+ * the end of recovery finishes the zone, and the next recovery would find
+ * the slot inside a full zone and take the stripe after all.
+ *
+ * So recovery completes it: every torn column of a writable member, still
+ * at its original place, whose zone's write pointer stops inside or at
+ * the start of the stripe's slot, is decoded from k verified columns and
+ * written from the write pointer to the end of the slot (the bytes before
+ * it are already there, from the same buffer). A stripe that cannot be
+ * completed (fewer than k verified columns, a member not writable) is
+ * left as before. Returns the number of columns written.
+ */
+static unsigned rec_complete(struct rec_ctx *rc, struct rec_stripe *r)
+{
+	struct za_engine *e = rc->e;
+	struct za_segment *g = eng_seg_find(e, r->seg_id);
+	const struct za_stripe_layout *l;
+	uint8_t *in = NULL, *pay[ZA_EC_MAX_WIDTH] = { 0 },
+		*tab[ZA_EC_MAX_WIDTH] = { 0 };
+	uint64_t torn = 0, avail = 0, off[ZA_EC_MAX_WIDTH];
+	struct za_stripe_hdr h;
+	unsigned c, have = 0, src = 0, done = 0;
+	uint32_t j;
+
+	if (!g || r->bad)
+		return 0;
+	l = &g->st->l;
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+
+		if (eng_col_absent(g, c) || !eng_readable(m) ||
+		    g->member[c] != g->hdr_member[c] ||
+		    g->zone[c] != g->hdr_zone[c] ||
+		    r->stripe_idx >= g->col_upto[c])
+			continue;
+		off[c] = (uint64_t)g->zone[c] * m->zone_bytes +
+			 (uint64_t)r->stripe_idx * l->slot_bytes;
+		if (m->zwp[g->zone[c]] >= off[c] + l->slot_bytes)
+			continue; /* written: present, or damaged at rest */
+		if (!eng_writable(m) || m->zwp[g->zone[c]] < off[c])
+			return 0; /* cannot write it, or not its turn */
+		torn |= 1ull << c;
+	}
+	if (!torn)
+		return 0;
+	if (posix_memalign((void **)&in, 4096,
+			   (size_t)(l->width + 1) * l->slot_bytes))
+		return 0;
+	/* k verified columns of this very write. */
+	for (c = 0; c < l->width && have < l->k; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint8_t *slot = in + (size_t)c * l->slot_bytes;
+		uint64_t base, o;
+		bool bad = false;
+
+		if ((torn & (1ull << c)) || !(r->cols & (1ull << c)) ||
+		    eng_col_absent(g, c) || !eng_readable(m) ||
+		    r->stripe_idx >= g->col_upto[c])
+			continue;
+		base = (uint64_t)g->zone[c] * m->zone_bytes +
+		       (uint64_t)r->stripe_idx * l->slot_bytes;
+		for (o = 0; o < l->slot_bytes && !bad; o += e->io_max) {
+			uint64_t n = l->slot_bytes - o < e->io_max ?
+					     l->slot_bytes - o :
+					     e->io_max;
+
+			bad = za_dev_io_sync(m->dev, ZA_DEV_OP_READ, base + o,
+					     slot + o, n, NULL) != 0;
+		}
+		if (bad || za_stripe_hdr_decode(slot, &h) ||
+		    !za_uuid_eq(&h.array_uuid, &e->uuid) || h.seg_id != g->id ||
+		    h.stripe_idx != r->stripe_idx || h.col != c ||
+		    h.seq != r->seq || eng_hdr_place_check(g, &h))
+			continue;
+		for (j = 0; j < l->col_blocks && !bad; j++)
+			bad = za_crc32c(slot + ZA_STRIPE_HDR_BYTES +
+						(uint64_t)j * 4096,
+					4096) != h.blk_crc[j];
+		if (bad)
+			continue;
+		pay[c] = slot + ZA_STRIPE_HDR_BYTES;
+		tab[c] = slot + ZA_STRIPE_LBA_OFF;
+		avail |= 1ull << c;
+		src = c;
+		have++;
+	}
+	if (have < l->k)
+		goto out;
+	for (c = 0; c < l->width; c++) {
+		struct member *m = &e->m[g->member[c]];
+		uint8_t *out = in + (size_t)l->width * l->slot_bytes;
+		uint32_t z = g->zone[c];
+		uint64_t from, o;
+		int ret = 0;
+
+		if (!(torn & (1ull << c)))
+			continue;
+		memset(out, 0, l->slot_bytes);
+		pay[c] = out + ZA_STRIPE_HDR_BYTES;
+		tab[c] = out + ZA_STRIPE_LBA_OFF;
+		if (za_ec_reconstruct(g->st->ec, l->col_payload_bytes, pay,
+				      avail, 1ull << c) ||
+		    za_ec_reconstruct(g->st->ec, ZA_STRIPE_LBA_BYTES, tab,
+				      avail, 1ull << c) ||
+		    za_stripe_hdr_decode(in + (size_t)src * l->slot_bytes, &h))
+			break;
+		pay[c] = tab[c] = NULL;
+		/* The stripe's fields, this column's own checksums, and the
+		 * column at its first place (no rebuild flags). */
+		h.col = (uint8_t)c;
+		h.flags = 0;
+		h.at_member = 0;
+		h.at_zone = 0;
+		for (j = 0; j < l->col_blocks; j++)
+			h.blk_crc[j] = za_crc32c(out + ZA_STRIPE_HDR_BYTES +
+							 (uint64_t)j * 4096,
+						 4096);
+		h.lba_crc =
+			za_crc32c(out + ZA_STRIPE_LBA_OFF, ZA_STRIPE_LBA_BYTES);
+		za_stripe_hdr_encode(&h, out);
+		from = m->zwp[z];
+		for (o = from - off[c]; o < l->slot_bytes && !ret;) {
+			uint64_t n = l->slot_bytes - o < e->io_max ?
+					     l->slot_bytes - o :
+					     e->io_max;
+
+			ret = za_dev_io_sync(m->dev, ZA_DEV_OP_WRITE,
+					     off[c] + o, out + o, n, NULL);
+			if (!ret)
+				m->zwp[z] = off[c] + o + n;
+			o += n;
+		}
+		if (ret) {
+			za_log_warn("%s: zone %u offset %llu: completing "
+				    "stripe %u of segment %llu failed: %s",
+				    m->dev->path, z, (unsigned long long)from,
+				    r->stripe_idx, (unsigned long long)g->id,
+				    strerror(-ret));
+			continue;
+		}
+		/* Not left open: torn zones of many segments may follow. */
+		za_dev_io_sync(m->dev, ZA_DEV_OP_CLOSE_ZONE,
+			       (uint64_t)z * m->zone_bytes, NULL, 0, NULL);
+		r->cols |= 1ull << c;
+		done++;
+		za_log_info("recovery: segment %llu stripe %u: column %u, torn "
+			    "by the crash, completed on member %u zone %u",
+			    (unsigned long long)g->id, r->stripe_idx, c,
+			    g->member[c], z);
+	}
+out:
+	free(in);
+	return done;
+}
+
+/* Columns whose rebuild was interrupted go back to their lost place. */
+static void rec_drop_partial(struct za_engine *e)
+{
+	struct za_segment *g;
+	unsigned i, c;
+
+	for (i = 0; i < e->hash_size; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+
+				if (g->col_upto[c])
+					continue;
+				za_log_info("recovery: segment %llu column %u: "
+					    "unfinished rebuild on member %u "
+					    "zone %u dropped",
+					    (unsigned long long)g->id, c,
+					    g->member[c], g->zone[c]);
+				if (m->zkind[g->zone[c]] == Z_USED)
+					m->zkind[g->zone[c]] = Z_UNCLAIMED;
+				g->member[c] = g->hdr_member[c];
+				g->zone[c] = g->hdr_zone[c];
+				g->col_upto[c] = UINT32_MAX;
+			}
+}
+
+/* Every zone in use on a readable member is claimed by nothing yet. */
+static void rec_unclaim(struct za_engine *e)
+{
+	unsigned mi;
+	uint32_t z;
+
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!eng_readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones; z++)
+			if (m->zkind[z] == Z_USED)
+				m->zkind[z] = Z_UNCLAIMED;
+	}
+}
+
+/*
+ * A segment whose every header found was in a copy dropped as unfinished
+ * is gone: the partial copy outlived the segment's release. A release
+ * resets the places columns hold, not a copy under way, and an aborted
+ * copy's zone is reset only if its drive answers; zarrayd killed first,
+ * or the drive out of reach, and the zone keeps slots naming the
+ * segment. The copy used to be dropped and the segment kept: it claimed
+ * first places that newer segments had taken since, and when GC released
+ * it again it reset their zones (tools/zloop seed 840013's kept drives:
+ * segment 16, released long before, came back from member 7's zone 4,
+ * and two other segments then read as lost). A segment with any header
+ * at a place it still holds, its first place or a finished copy's, stays.
+ * So does one with k or more of its places on drives not read (missing
+ * or failed): what those hold is not known, and it may still be whole.
+ * With p + 1 places or more read and none holding it, fewer than k of its
+ * columns can exist: nothing readable is lost by dropping it.
+ */
+static void rec_drop_orphans(struct za_engine *e)
+{
+	struct za_segment *g, **gp;
+	struct group *grp;
+	unsigned i, c, j, seen;
+	bool held;
+
+	for (i = 0; i < e->hash_size; i++)
+		for (gp = &e->hash[i]; (g = *gp);) {
+			held = g->rec_home;
+			for (c = 0, seen = 0; c < g->st->l.width && !held;
+			     c++) {
+				held = g->member[c] != g->hdr_member[c] ||
+				       g->zone[c] != g->hdr_zone[c];
+				seen += !eng_col_absent(g, c) &&
+					eng_readable(&e->m[g->member[c]]);
+			}
+			if (held || seen <= g->st->l.p) {
+				gp = &g->hnext;
+				continue;
+			}
+			za_log_warn("recovery: segment %llu found only in "
+				    "unfinished copies: released before the "
+				    "crash; dropped",
+				    (unsigned long long)g->id);
+			eng_seg_unlink(e, g); /* *gp is its successor now */
+			grp = g->grp;
+			grp->segs[g->grp_idx] = NULL;
+			eng_pairs_add(e, g, -1);
+			free(g->fin);
+			free(g);
+			for (j = 0; j < grp->w && !grp->segs[j]; j++)
+				;
+			if (j == grp->w)
+				eng_group_unlink_free(e, grp);
+		}
+}
+
+/*
+ * Which zones are in use is decided by the places columns hold now, once
+ * unfinished copies and released segments are dropped. The scan claims
+ * every zone a header names, and every header names each column's first
+ * place, moved or not. A column moved off a member that stayed in service
+ * (a replace stopped, its old drive back) had its old zone reset and
+ * given back when the copy was flushed, and a restart claimed it again,
+ * empty, for as long as the segment lived: each restart after such moves
+ * took more of that drive's zones (test_moved_old_zone_free_after_restart;
+ * the likely cause of tools/zloop seed 840013's GC churning at "free 2 of
+ * 25 segments" over drives with 16 empty zones each). And a copy killed
+ * after its last slot but before the old zone was reset left the old zone
+ * holding the segment's slots, claimed, so never reset: after the
+ * segment's release it brought the segment back. Zones claimed by the
+ * scan and not held now go back to unclaimed: reset and free at the end
+ * of recovery.
+ */
+static void rec_claim(struct za_engine *e)
+{
+	struct za_segment *g;
+	unsigned i, c;
+
+	rec_unclaim(e);
+	for (i = 0; i < e->hash_size; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+
+				if (eng_col_absent(g, c) || !m->zkind)
+					continue;
+				if (m->zkind[g->zone[c]] == Z_FREE)
+					m->free_zones--;
+				if (m->zkind[g->zone[c]] == Z_FREE ||
+				    m->zkind[g->zone[c]] == Z_UNCLAIMED)
+					m->zkind[g->zone[c]] = Z_USED;
+			}
+}
+
+/*
+ * Columns whose place is an empty zone hold nothing: count them lost. A
+ * column moved off a member in service leaves its old zone reset once the
+ * copy is flushed; if the copy's member fails later, nothing reads it at
+ * the next assembly and every header of the segment still names the old
+ * zone as the column's first place (tools/zloop seed 840022). Read there,
+ * each read failed with ENODATA, counted against the member that still
+ * held the zone, until it was failed for read errors. Absent, the column
+ * is decoded on reads and restored by the rebuild. A torn column on a
+ * writable member was completed before this (rec_complete()), so an empty
+ * zone here is one that cannot be written or had nothing to complete.
+ * Only segments with a stripe found whole enough to read (k columns): a
+ * segment whose every stripe was torn holds nothing anyone was told is
+ * written, and columns made absent there could count as more than p
+ * lost in a segment that lost nothing.
+ */
+static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
+{
+	struct za_segment *g;
+	unsigned i, c;
+	size_t j;
+
+	for (j = 0; j < rc->nr; j++) {
+		const struct rec_stripe *r = &rc->st[j];
+
+		g = eng_seg_find(e, r->seg_id);
+		if (g && !r->bad &&
+		    (unsigned)__builtin_popcountll(r->cols) >= g->st->l.k)
+			g->rec_readable = true;
+	}
+	for (i = 0; i < e->hash_size; i++)
+		for (g = e->hash[i]; g; g = g->hnext)
+			for (c = 0; c < g->st->l.width && g->rec_readable;
+			     c++) {
+				struct member *m = &e->m[g->member[c]];
+				uint32_t z = g->zone[c];
+
+				if (eng_col_absent(g, c) || !eng_readable(m) ||
+				    m->zwp[z] > (uint64_t)z * m->zone_bytes)
+					continue;
+				za_log_warn("recovery: segment %llu column %u: "
+					    "member %u zone %u is empty; the "
+					    "column is lost",
+					    (unsigned long long)g->id, c,
+					    g->member[c], z);
+				if (m->zkind[z] == Z_USED)
+					m->zkind[z] = Z_UNCLAIMED;
+				g->member[c] = ZA_STRIPE_MEMBER_ABSENT;
+				g->zone[c] = 0;
+				g->col_upto[c] = UINT32_MAX;
+			}
+}
+
+/*
+ * Columns whose place holds another segment's column: count them lost.
+ * The case of rec_drop_vanished(), one step further: a column moved off X
+ * onto Y by a replace that was then stopped, X back in service with the
+ * old zone reset and given back, and taken since by a new segment; then Y
+ * removed (every segment it held dead by then, though not yet released)
+ * or failed. After a restart nothing is read from Y and the other
+ * columns' headers name X's old zone as the column's first place - a zone
+ * now full of the new segment's column, not empty. Taken as the old
+ * segment's, its reads failed on X (the new segment's bytes, or nothing
+ * past its write pointer) until X was failed for read errors, and GC
+ * releasing the old segment reset the zone under the new one, whose
+ * column was gone (tools/zloop seed 7033: "lost, but no fault was
+ * injected"). So before pass 2 - which reads and completes columns at
+ * their places - a column of which pass 1 found no header anywhere, at a
+ * place whose first slot holds a valid header of another column, is
+ * detached; the zone stays its owner's. @rc->st is merged and sorted by
+ * segment here.
+ */
+static void rec_drop_foreign(struct rec_ctx *rc)
+{
+	struct za_engine *e = rc->e;
+	struct za_stripe_hdr h;
+	size_t i = 0, j;
+
+	while (i < rc->nr) {
+		struct za_segment *g = eng_seg_find(e, rc->st[i].seg_id);
+		uint64_t found = 0;
+		unsigned c;
+
+		for (j = i; j < rc->nr && rc->st[j].seg_id == rc->st[i].seg_id;
+		     j++)
+			found |= rc->st[j].cols;
+		i = j;
+		for (c = 0; g && c < g->st->l.width; c++) {
+			struct member *m;
+			uint32_t z = g->zone[c];
+			uint64_t start;
+
+			if (eng_col_absent(g, c) || (found >> c) & 1)
+				continue;
+			m = &e->m[g->member[c]];
+			start = (uint64_t)z * m->zone_bytes;
+			if (!eng_readable(m) || m->zwp[z] <= start ||
+			    rec_read_hdr(rc, g->member[c], start, &h) ||
+			    hdr_at_zone(&h) != z ||
+			    (h.seg_id == g->id && h.col == c))
+				continue; /* empty (see below), or not known */
+			za_log_warn("recovery: segment %llu column %u: member "
+				    "%u zone %u holds segment %llu column %u; "
+				    "the column is lost",
+				    (unsigned long long)g->id, c, g->member[c],
+				    z, (unsigned long long)h.seg_id, h.col);
+			g->member[c] = ZA_STRIPE_MEMBER_ABSENT;
+			g->zone[c] = 0;
+			g->col_upto[c] = UINT32_MAX;
+		}
+	}
+}
+
+int za_engine_recover_from(
+	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
+	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
+{
+	struct rec_ctx rc = { .e = e };
+	uint64_t *lbas = NULL, min_seq = 0;
+	unsigned completed = 0;
+	uint32_t maxdb = 0;
+	size_t i, o;
+	unsigned mi, si;
+	uint32_t z;
+	int ret = 0;
+
+	if (posix_memalign((void **)&rc.blk, 4096, 4096))
+		return -ENOMEM;
+	/* Pass 1: every readable member, every zone that holds something,
+	 * claimed when a header (of any column) names the zone. */
+	rec_unclaim(e);
+	for (mi = 0; mi < e->nr_members && !ret; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!eng_readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones && !ret; z++)
+			if (m->zkind[z] == Z_UNCLAIMED || m->zkind[z] == Z_USED)
+				ret = rec_scan_zone(&rc, mi, z);
+	}
+	if (ret)
+		goto out;
+	rec_drop_partial(e);
+	rec_drop_orphans(e);
+	rec_claim(e);
+	/* One record per stripe: merge the columns found. */
+	if (rc.nr) /* qsort(NULL, 0) is undefined */
+		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_pos);
+	for (i = 0, o = 0; i < rc.nr; i++) {
+		if (o && rc.st[o - 1].seg_id == rc.st[i].seg_id &&
+		    rc.st[o - 1].stripe_idx == rc.st[i].stripe_idx) {
+			struct rec_stripe *p = &rc.st[o - 1];
+
+			p->bad |= p->seq != rc.st[i].seq ||
+				  p->nr_blocks != rc.st[i].nr_blocks ||
+				  p->kind != rc.st[i].kind;
+			p->cols |= rc.st[i].cols;
+			continue;
+		}
+		rc.st[o++] = rc.st[i];
+	}
+	rc.nr = o;
+	rec_drop_foreign(&rc);
+	/* Groups learn how far they were written. */
+	for (i = 0; i < rc.nr; i++) {
+		struct group *grp = eng_group_find(e, rc.st[i].group_id);
+		struct za_segment *g = eng_seg_find(e, rc.st[i].seg_id);
+
+		if (g && grp && grp->next_pos < rc.st[i].group_pos + 1)
+			grp->next_pos = rc.st[i].group_pos + 1;
+		if (g && g->next_stripe < rc.st[i].stripe_idx + 1)
+			g->next_stripe = rc.st[i].stripe_idx + 1;
+	}
+	for (si = 0; si < e->nr_streams; si++)
+		if (e->streams[si].l.data_blocks > maxdb)
+			maxdb = e->streams[si].l.data_blocks;
+	lbas = malloc((size_t)maxdb * sizeof(*lbas));
+	if (!lbas) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* Pass 2, in the order things were written. The owner may know the
+	 * drives up to a sequence number already (a checkpoint it reads now,
+	 * the tables being rebuilt): older stripes are left alone. */
+	if (rc.nr)
+		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
+	if (start)
+		ret = start(priv, &min_seq);
+	for (i = 0; i < rc.nr && !ret; i++) {
+		struct rec_stripe *r = &rc.st[i];
+		struct za_recovered_stripe rs = { 0 };
+		struct za_segment *g = eng_seg_find(e, r->seg_id);
+
+		completed += rec_complete(&rc, r);
+		if (r->seq <= min_seq)
+			continue;
+		if (r->bad || !g ||
+		    (unsigned)__builtin_popcountll(r->cols) < g->st->l.k) {
+			za_log_info("recovery: segment %llu stripe %u skipped "
+				    "(%u columns found)",
+				    (unsigned long long)r->seg_id,
+				    r->stripe_idx,
+				    (unsigned)__builtin_popcountll(r->cols));
+			continue;
+		}
+		if (rec_lbas(&rc, r, lbas)) {
+			za_log_warn("recovery: segment %llu stripe %u: LBA "
+				    "table unreadable; skipped",
+				    (unsigned long long)r->seg_id,
+				    r->stripe_idx);
+			continue;
+		}
+		rs.stream = r->stream;
+		rs.kind = r->kind;
+		rs.seq = r->seq;
+		rs.group_id = r->group_id;
+		rs.group_pos = r->group_pos;
+		rs.nr_blocks = r->nr_blocks;
+		rs.lbas = lbas;
+		ret = fn(priv, &rs);
+	}
+	if (ret)
+		goto out;
+	/* Completed columns are durable before their zones are finished. */
+	if (completed) {
+		for (mi = 0; mi < e->nr_members; mi++)
+			if (eng_writable(&e->m[mi]))
+				za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_FLUSH, 0,
+					       NULL, 0, NULL);
+		za_log_info("recovery: %u torn stripe columns completed",
+			    completed);
+	}
+	rec_drop_vanished(e, &rc);
+	/* Zones nobody claims are garbage: reset them for reuse. */
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		for (z = 0; z < m->nr_zones; z++) {
+			if (m->zkind[z] != Z_UNCLAIMED)
+				continue;
+			/*
+			 * Reset where releases reset (eng_resettable(): a
+			 * draining member too); keep the rest.
+			 */
+			m->zkind[z] = Z_USED;
+			if (!eng_resettable(m) ||
+			    za_dev_io_sync(m->dev, ZA_DEV_OP_RESET,
+					   (uint64_t)z * m->zone_bytes, NULL, 0,
+					   NULL))
+				continue;
+			m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE : Z_BAD;
+			m->free_zones += m->zkind[z] == Z_FREE;
+		}
+		eng_member_zstats(m);
+	}
+	/* Recovered segments take no more stripes: finish partial zones. */
+	for (i = 0; i < e->hash_size; i++) {
+		struct za_segment *g;
+
+		for (g = e->hash[i]; g; g = g->hnext) {
+			unsigned c;
+
+			for (c = 0; c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+				uint32_t zz = g->zone[c];
+
+				if (eng_writable(m) &&
+				    m->zwp[zz] < (uint64_t)zz * m->zone_bytes +
+							 m->zcap[zz])
+					za_dev_io_sync(m->dev, ZA_DEV_OP_FINISH,
+						       (uint64_t)zz *
+							       m->zone_bytes,
+						       NULL, 0, NULL);
+			}
+		}
+	}
+	if (rc.max_seq >= e->seq)
+		e->seq = rc.max_seq + 1;
+	if (rc.max_seg >= e->next_seg_id)
+		e->next_seg_id = rc.max_seg + 1;
+	if (rc.max_group >= e->next_group_id)
+		e->next_group_id = rc.max_group + 1;
+	if (e->next_group_id < e->next_seg_id)
+		e->next_group_id = e->next_seg_id;
+	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
+		    (unsigned long long)e->seq);
+out:
+	free(lbas);
+	free(rc.st);
+	free(rc.blk);
+	return ret;
+}
