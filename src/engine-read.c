@@ -246,6 +246,7 @@ static bool col_start(struct za_engine *e, struct rd_unit *u, unsigned col)
 	u->outstanding++;
 	for (i = 0; i < ci->nreq; i++) {
 		ci->reqs[i].op = ZA_DEV_OP_READ;
+		ci->reqs[i].prio = u->r->prio;
 		ci->reqs[i].done = col_read_done;
 		ci->reqs[i].priv = ci;
 		za_dev_submit(m->dev, &ci->reqs[i]);

@@ -227,6 +227,9 @@ struct za_read {
 	uint8_t *buf; /* nr_blocks * 4096, 4 KiB aligned */
 	void (*done)(struct za_read *r, int result);
 	void *priv;
+	/* Background work (GC) reads at ZA_DEV_PRIO_LOW, so that user I/O
+	 * queued behind it on a drive goes first. 0 (NORMAL) unless set. */
+	enum za_dev_prio prio;
 
 	/* Set before done(). */
 	uint32_t repaired_blocks; /* blocks decoded from redundancy */

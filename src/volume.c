@@ -1742,6 +1742,10 @@ static void gc_pump(struct za_volume *v)
 		gr->er.nr_blocks = (uint32_t)n;
 		gr->er.buf = gr->buf;
 		gr->er.done = gc_read_done;
+		/* Low priority while no write waits for this victim: user
+		 * I/O on the same drives goes first. */
+		gr->er.prio = gc_urgent(v) ? ZA_DEV_PRIO_NORMAL :
+					     ZA_DEV_PRIO_LOW;
 		gr->er.priv = gr;
 		gc->next_off += n;
 		if (gc->next_off == x->n) {
