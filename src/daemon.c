@@ -49,6 +49,7 @@
 #include <ev.h>
 
 #include "array.h"
+#include "daemon-int.h"
 #include "daemon.h"
 #include "export.h"
 #include "io.h"
@@ -56,68 +57,6 @@
 #include "nbd.h"
 #include "rpc.h"
 #include "volume.h"
-
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "?"
-#endif
-
-#define D_MAX_PATH_BYTES 256 /* struct za_array_member_status.path */
-#define D_MAX_MEMBERS 1024 /* ZA_SB_MAX_MEMBERS */
-#define D_RECORD_LINE_BYTES 4096
-/* A file under one of our directories: the directory + a name. */
-#define D_FILE_BYTES (PATH_MAX + 384)
-
-struct d_array {
-	struct d_array *next;
-	struct za_daemon *d;
-	struct za_array *a;
-	struct za_export *exp; /* NULL: not exported (logged why) */
-	char name[ZA_SB_NAME_BYTES];
-	/* What the state record says: kept to rewrite it. */
-	char uuid[37];
-	char **paths;
-	unsigned nr_paths;
-	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "[HOST:]PORT", "": none */
-	/* The scrub's state as last told (za_array_set_scrub_saver). */
-	struct za_array_scrub_save scrub;
-	bool scrub_dirty; /* told, not written yet (at most 1 s late) */
-	ev_tstamp scrub_written; /* when the record was last written */
-};
-
-/* A connection waiting for something: a watch, a parked request, or the
- * answer to a shutdown. Holds a reference on the connection. */
-struct d_waiter {
-	struct d_waiter *next;
-	struct za_rpc_conn *c;
-	uint64_t id;
-	Zarray__Request *req; /* parked requests only */
-	char name[ZA_SB_NAME_BYTES]; /* watches only */
-};
-
-struct za_daemon {
-	struct za_io *io;
-	struct ev_loop *loop;
-	char socket_path[PATH_MAX];
-	char run_dir[PATH_MAX];
-	char state_dir[PATH_MAX];
-	char arrays_dir[PATH_MAX];
-	int sock_lock_fd, state_lock_fd;
-	gid_t gid; /* the zarray group; (gid_t)-1 if absent */
-	bool socket_made;
-	struct za_rpc_server *srv;
-	struct d_array *arrays;
-	struct d_waiter *watches;
-	struct d_waiter *parked_head, *parked_tail;
-	struct d_waiter *shutdown_waiters;
-	ev_timer watch_timer;
-	double watch_interval_s;
-	bool nbd_rx_thread;
-	ev_timer save_timer; /* records with a scrub position to write */
-	struct za_io_defer drain;
-	bool drain_queued;
-	bool busy; /* a command (or the start-up assembly) is running */
-	bool stopping;
-};
 
 bool za_daemon_name_valid(const char *name)
 {
