@@ -84,4 +84,45 @@ struct za_daemon {
 	bool stopping;
 };
 
+struct stat;
+
+/* ---- daemon.c: names, paths, the registry of running arrays ---- */
+
+/* Member paths: absolute, printable, short enough for the array layer. */
+bool za_daemon_path_valid(const char *path);
+struct d_array *za_daemon_find_array(struct za_daemon *d, const char *name);
+/*
+ * Track @a, started from @paths, under @name; *@out is NULL (and @a
+ * stopped) if that fails. The export is started separately.
+ */
+void za_daemon_register_array(struct za_daemon *d, struct za_array *a,
+			      const char *name, char *const *paths, unsigned n,
+			      struct d_array **out);
+/*
+ * Serve @e's volume over NBD on RUNDIR/NAME.nbd, and on TCP @tcp if not
+ * NULL. Returns 0 or -errno with @err set.
+ */
+int za_daemon_export_start(struct za_daemon *d, struct d_array *e,
+			   const char *tcp, char *err, size_t errlen);
+/*
+ * The first of @n drives (their stat in @sp) that is an online or
+ * draining member of a running array: its index, with the array and the
+ * member; -1 if none.
+ */
+int za_daemon_find_held(struct za_daemon *d, const struct stat *sp, size_t n,
+			struct d_array **arr,
+			struct za_array_member_status *mem);
+
+/* ---- daemon-record.c: the state directory ---- */
+
+/* Write @e's record (logged on failure). Returns 0 or -errno. */
+int za_daemon_record_write(struct za_daemon *d, const struct d_array *e);
+void za_daemon_record_remove(struct za_daemon *d, const char *name);
+/* za_array_set_scrub_saver()'s callback; @priv is the struct d_array. */
+void za_daemon_record_scrub(void *priv, const struct za_array_scrub_save *s);
+/* d->save_timer: writes the records whose scrub position is due. */
+void za_daemon_record_tick_cb(struct ev_loop *loop, ev_timer *t, int revents);
+/* At start: assemble and export every recorded array (failures logged). */
+void za_daemon_assemble_recorded(struct za_daemon *d);
+
 #endif /* ZA_DAEMON_INT_H */

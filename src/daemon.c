@@ -35,7 +35,6 @@
 #include "container.h"
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -76,7 +75,7 @@ bool za_daemon_name_valid(const char *name)
 }
 
 /* Member paths: absolute, printable, short enough for the array layer. */
-static bool path_valid(const char *path)
+bool za_daemon_path_valid(const char *path)
 {
 	size_t i, n = strlen(path);
 
@@ -102,7 +101,7 @@ static void fmt_uuid(const struct za_uuid *u, char out[37])
 	out[o] = '\0';
 }
 
-static struct d_array *find_array(struct za_daemon *d, const char *name)
+struct d_array *za_daemon_find_array(struct za_daemon *d, const char *name)
 {
 	struct d_array *e;
 
@@ -507,7 +506,7 @@ static bool check_paths(struct za_rpc_conn *c, uint64_t id, char *const *paths,
 		return false;
 	}
 	for (i = 0; i < n; i++) {
-		if (!path_valid(paths[i])) {
+		if (!za_daemon_path_valid(paths[i])) {
 			za_rpc_reply_error(
 				c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
 				"device path '%.80s' is not an absolute path "
@@ -543,8 +542,9 @@ static bool same_file(const struct stat *a, const struct stat *b)
  * with the array in *@arr and the member in *@mem; -1 if none. Each
  * array's status is taken once.
  */
-static int find_held(struct za_daemon *d, const struct stat *sp, size_t n,
-		     struct d_array **arr, struct za_array_member_status *mem)
+int za_daemon_find_held(struct za_daemon *d, const struct stat *sp, size_t n,
+			struct d_array **arr,
+			struct za_array_member_status *mem)
 {
 	struct za_array_status st;
 	struct d_array *e;
@@ -602,7 +602,7 @@ static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 	for (p = 0; p < n; p++)
 		if (stat(paths[p], &sp[p]))
 			sp[p].st_mode = 0; /* matches nothing */
-	held = find_held(d, sp, n, &e, &m);
+	held = za_daemon_find_held(d, sp, n, &e, &m);
 	if (held >= 0)
 		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
 				   "%s is in use: member %u (%s) of the "
@@ -611,245 +611,6 @@ static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
 				   za_member_state_str(m.state), e->name);
 	free(sp);
 	return held < 0;
-}
-
-/* ---- state directory ---- */
-
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-static int record_write(struct za_daemon *d, const struct d_array *e)
-{
-	const char *name = e->name;
-	char tmp[D_FILE_BYTES], path[D_FILE_BYTES];
-	unsigned i;
-	FILE *f;
-	int fd, ret = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", d->arrays_dir, name);
-	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		ret = -errno;
-		goto err;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		ret = -errno;
-		close(fd);
-		goto err_unlink;
-	}
-	fprintf(f,
-		"# zarrayd: assembled at start; written by zarrayd, which "
-		"rewrites it\nname %s\nuuid %s\n",
-		name, e->uuid);
-	for (i = 0; i < e->nr_paths; i++)
-		fprintf(f, "member %s\n", e->paths[i]);
-	if (e->tcp[0])
-		fprintf(f, "tcp %s\n", e->tcp);
-	/* Where a scrub got to: resumed at the next start if running. */
-	if (e->scrub.running || e->scrub.position)
-		fprintf(f, "scrub %s %llu %llu\n",
-			e->scrub.running ? "running" : "stopped",
-			(unsigned long long)e->scrub.position,
-			(unsigned long long)e->scrub.rate_bps);
-	if (fflush(f) != 0 || fsync(fd) < 0) {
-		ret = -errno;
-		fclose(f);
-		goto err_unlink;
-	}
-	if (fclose(f) != 0) {
-		ret = -errno;
-		goto err_unlink;
-	}
-	if (rename(tmp, path) < 0) {
-		ret = -errno;
-		goto err_unlink;
-	}
-	ret = fsync_dir(d->arrays_dir);
-	if (ret < 0)
-		goto err;
-	return 0;
-
-err_unlink:
-	unlink(tmp);
-err:
-	za_log_err("%s: cannot record array %s for the next start: %s", path,
-		   name, strerror(-ret));
-	return ret;
-}
-
-static void record_remove(struct za_daemon *d, const char *name)
-{
-	char path[D_FILE_BYTES];
-
-	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
-	if (unlink(path) < 0 && errno != ENOENT) {
-		za_log_err("%s: cannot remove: %s", path, strerror(errno));
-		return;
-	}
-	fsync_dir(d->arrays_dir);
-}
-
-struct record {
-	char name[ZA_SB_NAME_BYTES];
-	char *paths[D_MAX_MEMBERS];
-	unsigned nr_paths;
-	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
-	struct za_array_scrub_save scrub; /* zero: no scrub line */
-};
-
-/* Digits only, up to the next space or the end; *@s moves past them. */
-static int u64_parse(const char **s, uint64_t *out)
-{
-	const char *p = *s;
-	uint64_t v = 0;
-
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++)
-		if (__builtin_mul_overflow(v, 10, &v) ||
-		    __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-			return -ERANGE;
-	*s = p;
-	*out = v;
-	return 0;
-}
-
-/* "running|stopped POSITION RATE" of a scrub line. Returns 0 or -EINVAL. */
-static int scrub_parse(const char *s, struct za_array_scrub_save *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!strncmp(s, "running ", 8))
-		out->running = true;
-	else if (strncmp(s, "stopped ", 8))
-		return -EINVAL;
-	s += 8;
-	if (u64_parse(&s, &out->position) < 0 || *s++ != ' ' ||
-	    u64_parse(&s, &out->rate_bps) < 0 || *s) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void record_free(struct record *r)
-{
-	unsigned i;
-
-	for (i = 0; i < r->nr_paths; i++)
-		free(r->paths[i]);
-	r->nr_paths = 0;
-}
-
-/*
- * Read STATE/arrays/@file. Its contents are checked like anything read
- * from outside: bounded lines, a valid name matching the file name,
- * absolute member paths, at most D_MAX_MEMBERS of them.
- */
-static int record_read(struct za_daemon *d, const char *file, struct record *r)
-{
-	char path[D_FILE_BYTES], line[D_RECORD_LINE_BYTES];
-	size_t flen = strlen(file) - strlen(".conf");
-	unsigned lineno = 0;
-	FILE *f;
-	int ret = -EBADMSG;
-
-	memset(r, 0, sizeof(*r));
-	snprintf(path, sizeof(path), "%s/%s", d->arrays_dir, file);
-	f = fopen(path, "re");
-	if (!f) {
-		ret = -errno;
-		za_log_err("%s: %s", path, strerror(errno));
-		return ret;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-
-		lineno++;
-		if (n == 0 || line[n - 1] != '\n') {
-			za_log_err("%s:%u: line too long or unterminated", path,
-				   lineno);
-			goto err;
-		}
-		line[n - 1] = '\0';
-		if (line[0] == '#' || line[0] == '\0')
-			continue;
-		if (!strncmp(line, "name ", 5)) {
-			if (!za_daemon_name_valid(line + 5) ||
-			    strlen(line + 5) != flen ||
-			    strncmp(line + 5, file, flen)) {
-				za_log_err("%s:%u: bad name or not the file's "
-					   "name",
-					   path, lineno);
-				goto err;
-			}
-			snprintf(r->name, sizeof(r->name), "%.63s", line + 5);
-		} else if (!strncmp(line, "member ", 7)) {
-			if (!path_valid(line + 7) ||
-			    r->nr_paths >= D_MAX_MEMBERS) {
-				za_log_err("%s:%u: bad member path or too many",
-					   path, lineno);
-				goto err;
-			}
-			r->paths[r->nr_paths] = strdup(line + 7);
-			if (!r->paths[r->nr_paths]) {
-				ret = -ENOMEM;
-				goto err;
-			}
-			r->nr_paths++;
-		} else if (!strncmp(line, "tcp ", 4)) {
-			char host[ZA_EXPORT_HOST_BYTES], port[8];
-
-			if (za_export_parse_tcp(line + 4, host, port) < 0) {
-				za_log_err("%s:%u: bad TCP address", path,
-					   lineno);
-				goto err;
-			}
-			/* parse_tcp bounded its length */
-			snprintf(r->tcp, sizeof(r->tcp), "%.*s",
-				 (int)sizeof(r->tcp) - 1, line + 4);
-		} else if (!strncmp(line, "scrub ", 6)) {
-			/* Not worth refusing the array over: the scrub
-			 * starts from the beginning next time. */
-			if (scrub_parse(line + 6, &r->scrub) < 0)
-				za_log_warn("%s:%u: bad scrub state ignored",
-					    path, lineno);
-		} else if (strncmp(line, "uuid ", 5)) {
-			/* Written by a newer zarrayd: keep going. */
-			za_log_warn("%s:%u: unknown line ignored", path,
-				    lineno);
-		}
-	}
-	if (ferror(f) || !r->name[0] || !r->nr_paths) {
-		za_log_err("%s: no name or no member", path);
-		goto err;
-	}
-	fclose(f);
-	return 0;
-
-err:
-	fclose(f);
-	record_free(r);
-	return ret;
-}
-
-static int conf_filter(const struct dirent *de)
-{
-	size_t n = strlen(de->d_name);
-
-	return de->d_name[0] != '.' && n > 5 &&
-	       !strcmp(de->d_name + n - 5, ".conf");
 }
 
 static void d_array_free(struct d_array *e)
@@ -863,56 +624,12 @@ static void d_array_free(struct d_array *e)
 }
 
 /*
- * The array's scrub moved on, started or ended: record it. A position
- * alone is written at most once a second (a rename and two fsyncs each
- * time; a restart then re-checks at most a second's worth of segments),
- * everything else at once: a run that ends, or is cut short by a stop,
- * must be on disk before the daemon exits.
- */
-static void on_scrub_save(void *priv, const struct za_array_scrub_save *s)
-{
-	struct d_array *e = priv;
-	struct za_daemon *d = e->d;
-	ev_tstamp now = ev_now(d->loop);
-
-	e->scrub = *s;
-	e->scrub.progress = false;
-	if (s->progress && now - e->scrub_written < 1.0) {
-		e->scrub_dirty = true;
-		if (!ev_is_active(&d->save_timer)) {
-			ev_timer_set(&d->save_timer, 1.0, 0.0);
-			ev_timer_start(d->loop, &d->save_timer);
-		}
-		return;
-	}
-	e->scrub_dirty = false;
-	e->scrub_written = now;
-	record_write(d, e);
-}
-
-static void save_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct za_daemon *d = t->data;
-	struct d_array *e;
-
-	(void)loop;
-	(void)revents;
-	for (e = d->arrays; e; e = e->next) {
-		if (!e->scrub_dirty)
-			continue;
-		e->scrub_dirty = false;
-		e->scrub_written = ev_now(d->loop);
-		record_write(d, e);
-	}
-}
-
-/*
  * Track @a, started from @paths, under @name; *@out is NULL (and @a
  * stopped) if that fails. The export is started separately.
  */
-static void register_array(struct za_daemon *d, struct za_array *a,
-			   const char *name, char *const *paths, unsigned n,
-			   struct d_array **out)
+void za_daemon_register_array(struct za_daemon *d, struct za_array *a,
+			      const char *name, char *const *paths, unsigned n,
+			      struct d_array **out)
 {
 	struct d_array *e = calloc(1, sizeof(*e));
 	struct za_array_status st;
@@ -937,7 +654,7 @@ static void register_array(struct za_daemon *d, struct za_array *a,
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->next = d->arrays;
 	d->arrays = e;
-	za_array_set_scrub_saver(a, on_scrub_save, e);
+	za_array_set_scrub_saver(a, za_daemon_record_scrub, e);
 	*out = e;
 	return;
 
@@ -955,8 +672,8 @@ err:
  * NULL (remembered in @e for the state record). Returns 0 or -errno with
  * @err set; the Unix export may be up even when TCP failed.
  */
-static int export_start(struct za_daemon *d, struct d_array *e, const char *tcp,
-			char *err, size_t errlen)
+int za_daemon_export_start(struct za_daemon *d, struct d_array *e,
+			   const char *tcp, char *err, size_t errlen)
 {
 	struct za_volume *vol = za_array_volume(e->a);
 	struct za_export_params xp = { 0 };
@@ -1020,107 +737,6 @@ static int array_stop(struct d_array *e, bool destroy)
 	return destroy ? za_array_destroy(e->a) : za_array_stop(e->a);
 }
 
-/* Assemble what the state directory lists; failures are only logged. */
-/*
- * Assemble a recorded array from the recorded paths that still exist: a
- * pulled drive's node is gone, and the array must come up degraded
- * without it (its member is then missing), not stay down. A path that
- * exists but is not the drive it was is sorted out by the superblocks.
- */
-static int assemble_record(struct za_daemon *d, const struct record *r,
-			   struct za_array **a, char *err, size_t errlen)
-{
-	const char **paths =
-		calloc(r->nr_paths ? r->nr_paths : 1, sizeof(*paths));
-	unsigned i, n = 0;
-	int ret;
-
-	if (!paths)
-		return -ENOMEM;
-	for (i = 0; i < r->nr_paths; i++) {
-		struct za_array_member_status m;
-		struct d_array *e;
-		struct stat sp;
-
-		if (access(r->paths[i], F_OK) < 0 && errno == ENOENT) {
-			za_log_warn("%s: %s is gone: assembling without it",
-				    r->name, r->paths[i]);
-			continue;
-		}
-		/* Removed from this array, and since a member of one that
-		 * is running: not this array's, and locked by the other. */
-		if (!stat(r->paths[i], &sp) &&
-		    find_held(d, &sp, 1, &e, &m) >= 0) {
-			za_log_info("%s: %s is member %u of '%s' now: "
-				    "assembling without it",
-				    r->name, r->paths[i], m.idx, e->name);
-			continue;
-		}
-		paths[n++] = r->paths[i];
-	}
-	ret = n ? za_array_assemble(d->io, r->name, paths, n, a, err, errlen) :
-		  -ENOENT;
-	if (!n)
-		snprintf(err, errlen, "none of its recorded drives exists");
-	free(paths);
-	return ret;
-}
-
-static void assemble_recorded(struct za_daemon *d)
-{
-	struct dirent **list;
-	int i, n;
-
-	n = scandir(d->arrays_dir, &list, conf_filter, alphasort);
-	if (n < 0) {
-		za_log_err("%s: %s", d->arrays_dir, strerror(errno));
-		return;
-	}
-	for (i = 0; i < n; i++) {
-		struct za_array *a = NULL;
-		struct d_array *e;
-		struct record r;
-		char err[256] = "";
-		int ret;
-
-		if (record_read(d, list[i]->d_name, &r) < 0) {
-			free(list[i]);
-			continue;
-		}
-		free(list[i]);
-		if (find_array(d, r.name)) {
-			record_free(&r);
-			continue;
-		}
-		ret = assemble_record(d, &r, &a, err, sizeof(err));
-		if (ret < 0) {
-			za_log_err("%s: not assembled at start: %s", r.name,
-				   *err ? err : strerror(-ret));
-			record_free(&r);
-			continue;
-		}
-		register_array(d, a, r.name, r.paths, r.nr_paths, &e);
-		if (e) {
-			za_log_info("%s: assembled from %u recorded "
-				    "devices",
-				    r.name, r.nr_paths);
-			/* Kept even if it cannot listen now: it is wanted. */
-			snprintf(e->tcp, sizeof(e->tcp), "%s", r.tcp);
-			if (export_start(d, e, r.tcp, err, sizeof(err)) < 0)
-				za_log_err("%s: not exported: %s", r.name, err);
-			/* A scrub that was running goes on where it got to. */
-			e->scrub = r.scrub;
-			if ((r.scrub.running || r.scrub.position) &&
-			    za_array_scrub_restore(a, &r.scrub, err,
-						   sizeof(err)) < 0)
-				za_log_err("%s: scrub not resumed: %s", r.name,
-					   err);
-		}
-		record_free(&r);
-	}
-	free(list);
-}
-
 /* ---- watches ---- */
 
 static void waiter_free(struct d_waiter *w)
@@ -1142,7 +758,7 @@ static bool job_active(const Zarray__JobStatus *j)
  */
 static bool watch_push(struct za_daemon *d, struct d_waiter *w)
 {
-	struct d_array *e = find_array(d, w->name);
+	struct d_array *e = za_daemon_find_array(d, w->name);
 	Zarray__ArrayStatus *st;
 	Zarray__Response r;
 	Zarray__Event ev;
@@ -1311,7 +927,7 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 				   m->tcp);
 		return;
 	}
-	if (find_array(d, m->name)) {
+	if (za_daemon_find_array(d, m->name)) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
 				   EEXIST, "an array named '%s' is running",
 				   m->name);
@@ -1340,16 +956,17 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
-	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
+	za_daemon_register_array(d, a, m->name, m->paths, (unsigned)m->n_paths,
+				 &e);
 	if (!e) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
 				   ENOMEM, "%s: out of memory", m->name);
 		return;
 	}
 	/* The array exists now whatever the export does: say both. */
-	if (export_start(d, e, m->tcp, xerr, sizeof(xerr)) < 0)
+	if (za_daemon_export_start(d, e, m->tcp, xerr, sizeof(xerr)) < 0)
 		za_log_err("%s: created, but not exported: %s", m->name, xerr);
-	record_write(d, e);
+	za_daemon_record_write(d, e);
 	zarray__response__init(&r);
 	zarray__created__init(&created);
 	created.name = m->name;
@@ -1395,7 +1012,7 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 	if (!check_name(c, req->id, m->name) ||
 	    !check_paths(c, req->id, m->paths, m->n_paths, 1))
 		return;
-	if (find_array(d, m->name)) {
+	if (za_daemon_find_array(d, m->name)) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
 				   EEXIST, "array '%s' is already running",
 				   m->name);
@@ -1413,16 +1030,17 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
-	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
+	za_daemon_register_array(d, a, m->name, m->paths, (unsigned)m->n_paths,
+				 &e);
 	if (!e) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
 				   ENOMEM, "%s: out of memory", m->name);
 		return;
 	}
 	/* Not exported shows as no URI in the status it is answered. */
-	if (export_start(d, e, NULL, err, sizeof(err)) < 0)
+	if (za_daemon_export_start(d, e, NULL, err, sizeof(err)) < 0)
 		za_log_err("%s: assembled, but not exported: %s", m->name, err);
-	record_write(d, e);
+	za_daemon_record_write(d, e);
 	st = status_of(e);
 	if (!st) {
 		reply_done(c, req->id, "assembled");
@@ -1442,7 +1060,7 @@ static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
 
 	if (!check_name(c, req->id, name))
 		return;
-	e = find_array(d, name);
+	e = za_daemon_find_array(d, name);
 	if (!e) {
 		reply_not_found(c, req->id, name);
 		return;
@@ -1454,7 +1072,7 @@ static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
 	watches_end(d, name, "was stopped");
 	ret = array_stop(e, false);
 	d_array_free(e);
-	record_remove(d, name);
+	za_daemon_record_remove(d, name);
 	if (ret < 0) {
 		za_log_err("%s: stop: %s", name, strerror(-ret));
 		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
@@ -1477,7 +1095,7 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 
 	if (!check_name(c, req->id, m->name))
 		return;
-	e = find_array(d, m->name);
+	e = za_daemon_find_array(d, m->name);
 	if (!e) {
 		reply_not_found(c, req->id, m->name);
 		return;
@@ -1506,7 +1124,7 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 	watches_end(d, m->name, "was destroyed");
 	ret = array_stop(e, true);
 	d_array_free(e);
-	record_remove(d, m->name);
+	za_daemon_record_remove(d, m->name);
 	if (ret < 0) {
 		za_log_err("%s: destroy: %s", m->name, strerror(-ret));
 		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
@@ -1529,7 +1147,7 @@ static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
 	if (name) {
 		if (!check_name(c, req->id, name))
 			return;
-		if (!find_array(d, name)) {
+		if (!za_daemon_find_array(d, name)) {
 			reply_not_found(c, req->id, name);
 			return;
 		}
@@ -1571,7 +1189,7 @@ static struct d_array *named(struct za_daemon *d, struct za_rpc_conn *c,
 
 	if (!check_name(c, id, name))
 		return NULL;
-	e = find_array(d, name);
+	e = za_daemon_find_array(d, name);
 	if (!e)
 		reply_not_found(c, id, name);
 	return e;
@@ -1689,7 +1307,7 @@ static void record_add_paths(struct za_daemon *d, struct d_array *e,
 		if (e->paths[e->nr_paths])
 			e->nr_paths++;
 	}
-	record_write(d, e);
+	za_daemon_record_write(d, e);
 }
 
 enum d_member_op { D_ADD, D_REMOVE, D_REPLACE };
@@ -1947,7 +1565,7 @@ static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
 	if (m->tcp && !had_tcp)
 		za_log_info("%s: export on TCP %s (%s)", m->name, m->tcp,
 			    peer_str(c, peer, sizeof(peer)));
-	ret = export_start(d, e, m->tcp, err, sizeof(err));
+	ret = za_daemon_export_start(d, e, m->tcp, err, sizeof(err));
 	/* A new Unix export (one that failed at create or assemble, tried
 	 * again) is a change of state: the log says who made it. */
 	if (!had_unix && e->exp)
@@ -1959,7 +1577,7 @@ static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
 		return;
 	}
 	if (m->tcp && !had_tcp)
-		record_write(d, e);
+		za_daemon_record_write(d, e);
 	zarray__response__init(&r);
 	zarray__exported__init(&ex);
 	ex.uri = (char *)(m->tcp ? za_export_tcp_uri(e->exp) :
@@ -2267,7 +1885,7 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 	d->drain.fn = drain_cb;
 	ev_init(&d->watch_timer, watch_tick_cb);
 	d->watch_timer.data = d;
-	ev_init(&d->save_timer, save_tick_cb);
+	ev_init(&d->save_timer, za_daemon_record_tick_cb);
 	d->save_timer.data = d;
 	if (snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 		     p->socket_path) >= (int)sizeof(d->socket_path) ||
@@ -2351,7 +1969,7 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 
 	/* Commands that arrive while arrays assemble wait their turn. */
 	d->busy = true;
-	assemble_recorded(d);
+	za_daemon_assemble_recorded(d);
 	d->busy = false;
 	schedule_drain(d);
 	*out = d;
