@@ -90,6 +90,8 @@ struct stat;
 
 /* Member paths: absolute, printable, short enough for the array layer. */
 bool za_daemon_path_valid(const char *path);
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+void za_daemon_fmt_uuid(const struct za_uuid *u, char out[37]);
 struct d_array *za_daemon_find_array(struct za_daemon *d, const char *name);
 /*
  * Track @a, started from @paths, under @name; *@out is NULL (and @a
@@ -113,6 +115,9 @@ int za_daemon_find_held(struct za_daemon *d, const struct stat *sp, size_t n,
 			struct d_array **arr,
 			struct za_array_member_status *mem);
 
+/* Drop @w's reference on its connection, its parked request, @w. */
+void za_daemon_waiter_free(struct d_waiter *w);
+
 /* ---- daemon-record.c: the state directory ---- */
 
 /* Write @e's record (logged on failure). Returns 0 or -errno. */
@@ -124,5 +129,25 @@ void za_daemon_record_scrub(void *priv, const struct za_array_scrub_save *s);
 void za_daemon_record_tick_cb(struct ev_loop *loop, ev_timer *t, int revents);
 /* At start: assemble and export every recorded array (failures logged). */
 void za_daemon_assemble_recorded(struct za_daemon *d);
+
+/* ---- daemon-status.c: status messages and watch streams ---- */
+
+/* za_array_status() into a message; NULL on failure (logged). */
+Zarray__ArrayStatus *za_daemon_status_of(struct d_array *e);
+void za_daemon_array_msg_free(Zarray__ArrayStatus *m);
+/* Answer @id with @e's jobs, only those of @kind unless it is 0. */
+void za_daemon_reply_jobs(struct za_daemon *d, struct za_rpc_conn *c,
+			  uint64_t id, struct d_array *e,
+			  enum za_job_kind kind);
+/*
+ * Send @w the current state of its array. Returns true when that was the
+ * final response (no job left running or paused, or the array is gone).
+ */
+bool za_daemon_watch_push(struct za_daemon *d, struct d_waiter *w);
+/* d->watch_timer: pushes every watch its array's state. */
+void za_daemon_watch_tick_cb(struct ev_loop *loop, ev_timer *t, int revents);
+/* End the watches of @name with an error (the array is going away). */
+void za_daemon_watches_end(struct za_daemon *d, const char *name,
+			   const char *why);
 
 #endif /* ZA_DAEMON_INT_H */

@@ -87,7 +87,7 @@ bool za_daemon_path_valid(const char *path)
 	return true;
 }
 
-static void fmt_uuid(const struct za_uuid *u, char out[37])
+void za_daemon_fmt_uuid(const struct za_uuid *u, char out[37])
 {
 	static const char hex[] = "0123456789abcdef";
 	int i, o = 0;
@@ -130,320 +130,6 @@ static const char *peer_str(struct za_rpc_conn *c, char *buf, size_t len)
 
 	snprintf(buf, len, "uid %u pid %d", (unsigned)p->uid, (int)p->pid);
 	return buf;
-}
-
-/* ---- status messages ---- */
-
-static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
-{
-	Zarray__JobStatus *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return NULL;
-	zarray__job_status__init(m);
-	m->kind = (Zarray__JobKind)j->kind;
-	m->state = (Zarray__JobState)j->state;
-	m->done_bytes = j->done_bytes;
-	m->total_bytes = j->total_bytes;
-	m->has_rate_bps = true;
-	m->rate_bps = j->rate_bps;
-	m->has_eta_s = true;
-	m->eta_s = j->eta_s;
-	if (j->state == ZA_JOB_DONE) {
-		m->has_columns_left = true;
-		m->columns_left = j->cols_left;
-		/* A static string: job messages free only themselves. */
-		if (j->error)
-			m->error = (char *)strerror(-j->error);
-	}
-	if (j->kind == ZA_JOB_SCRUB) {
-		m->has_position = true;
-		m->position = j->position;
-		m->has_start_position = true;
-		m->start_position = j->start_position;
-	}
-	return m;
-}
-
-static void jobs_free(Zarray__JobStatus **jobs, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(jobs[i]);
-	free(jobs);
-}
-
-/* Jobs of @st, only those of @kind unless it is 0. */
-static int jobs_msg_new(const struct za_array_status *st, enum za_job_kind kind,
-			Zarray__JobStatus ***out, size_t *n)
-{
-	Zarray__JobStatus **jobs;
-	unsigned i, nr = st->nr_jobs < ZA_ARRAY_MAX_JOBS ? st->nr_jobs :
-							   ZA_ARRAY_MAX_JOBS;
-
-	*n = 0;
-	jobs = calloc(nr ? nr : 1, sizeof(*jobs));
-	if (!jobs)
-		return -ENOMEM;
-	for (i = 0; i < nr; i++) {
-		if (kind && st->jobs[i].kind != kind)
-			continue;
-		jobs[*n] = job_msg_new(&st->jobs[i]);
-		if (!jobs[*n]) {
-			jobs_free(jobs, *n);
-			return -ENOMEM;
-		}
-		(*n)++;
-	}
-	*out = jobs;
-	return 0;
-}
-
-static void member_msg_free(Zarray__MemberStatus *m)
-{
-	if (!m)
-		return;
-	free(m->path);
-	free(m->uuid);
-	free(m);
-}
-
-static Zarray__MemberStatus *
-member_msg_new(const struct za_array_member_status *s)
-{
-	Zarray__MemberStatus *m = calloc(1, sizeof(*m));
-	char uuid[37];
-
-	if (!m)
-		return NULL;
-	zarray__member_status__init(m);
-	fmt_uuid(&s->uuid, uuid);
-	m->path = strndup(s->path, sizeof(s->path) - 1);
-	m->uuid = strdup(uuid);
-	if (!m->path || !m->uuid) {
-		member_msg_free(m);
-		return NULL;
-	}
-	m->index = s->idx;
-	m->state = (Zarray__MemberState)s->state;
-	m->size_bytes = s->size_bytes;
-	m->used_bytes = s->used_bytes;
-	m->err_read = s->err_read;
-	m->err_write = s->err_write;
-	m->err_checksum = s->err_checksum;
-	m->has_repaired_bytes = true;
-	m->repaired_bytes = s->repaired_bytes;
-	if (s->replaced_by >= 0) {
-		m->has_replaced_by = true;
-		m->replaced_by = (uint32_t)s->replaced_by;
-	}
-	m->has_read_bytes = m->has_written_bytes = true;
-	m->read_bytes = s->read_bytes;
-	m->written_bytes = s->written_bytes;
-	return m;
-}
-
-static Zarray__VolumeStatus *
-volume_msg_new(const struct za_array_volume_status *s)
-{
-	Zarray__VolumeStatus *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return NULL;
-	zarray__volume_status__init(m);
-	m->live_bytes = s->live_bytes;
-	m->read_bytes = s->read_bytes;
-	m->written_bytes = s->written_bytes;
-	m->flushes = s->flushes;
-	m->data_stripes = s->data_stripes;
-	m->padded_stripes = s->padded_stripes;
-	m->journal_writes = s->journal_writes;
-	m->gc_runs = s->gc_runs;
-	m->gc_idle_runs = s->gc_idle_runs;
-	m->gc_moved_bytes = s->gc_moved_bytes;
-	m->gc_freed_groups = s->gc_freed_groups;
-	m->writes_stalled = s->writes_stalled;
-	m->has_gc_active = true;
-	m->gc_active = s->gc_active;
-	m->map_extents = s->map_extents;
-	m->map_bytes = s->map_bytes;
-	m->checkpoints = s->checkpoints;
-	m->checkpoint_failures = s->checkpoint_failures;
-	m->checkpoint_seq = s->checkpoint_seq;
-	m->recovered_stripes = s->recovered_stripes;
-	return m;
-}
-
-/* The export's counters (export_stats in the status message). */
-static Zarray__ExportStatus *export_msg_new(const struct za_export *x)
-{
-	Zarray__ExportStatus *m = calloc(1, sizeof(*m));
-	struct za_nbd_stats st;
-
-	if (!m)
-		return NULL;
-	zarray__export_status__init(m);
-	za_export_stats(x, &st);
-	m->conns_open = st.conns_open;
-	m->conns_accepted = st.conns_accepted;
-	m->conns_refused = st.conns_refused;
-	m->handshakes = st.handshakes;
-	m->handshake_timeouts = st.handshake_timeouts;
-	m->protocol_errors = st.protocol_errors;
-	m->error_replies = st.errors;
-	m->read_bytes = st.read_bytes;
-	m->written_bytes = st.write_bytes;
-	m->trimmed_bytes = st.trim_bytes;
-	m->zeroed_bytes = st.zero_bytes;
-	m->inflight = st.inflight;
-	return m;
-}
-
-static void array_msg_free(Zarray__ArrayStatus *m)
-{
-	size_t i;
-
-	if (!m)
-		return;
-	free(m->export_stats);
-	for (i = 0; i < m->n_members; i++)
-		member_msg_free(m->members[i]);
-	free(m->members);
-	jobs_free(m->jobs, m->n_jobs);
-	free(m->volume);
-	free(m->name);
-	free(m->uuid);
-	free(m->export_uri);
-	free(m->export_tcp_uri);
-	free(m);
-}
-
-static Zarray__ArrayStatus *array_msg_new(const struct za_array_status *st)
-{
-	Zarray__ArrayStatus *m = calloc(1, sizeof(*m));
-	char uuid[37];
-	unsigned i;
-
-	if (!m)
-		return NULL;
-	zarray__array_status__init(m);
-	fmt_uuid(&st->uuid, uuid);
-	m->name = strndup(st->name, sizeof(st->name) - 1);
-	m->uuid = strdup(uuid);
-	if (!m->name || !m->uuid)
-		goto err;
-	m->state = (Zarray__ArrayState)st->state;
-	m->data = st->k;
-	m->parity = st->p;
-	m->chunk_bytes = st->chunk_bytes;
-	m->size_bytes = st->size_bytes;
-	m->has_max_size_bytes = true;
-	m->max_size_bytes = st->max_size_bytes;
-	m->used_bytes = st->used_bytes;
-	m->has_generation = true;
-	m->generation = st->generation;
-	if (st->nr_members) {
-		m->members = calloc(st->nr_members, sizeof(*m->members));
-		if (!m->members)
-			goto err;
-	}
-	for (i = 0; i < st->nr_members; i++) {
-		m->members[i] = member_msg_new(&st->members[i]);
-		if (!m->members[i])
-			goto err;
-		m->n_members++;
-	}
-	if (jobs_msg_new(st, 0, &m->jobs, &m->n_jobs) < 0)
-		goto err;
-	if (st->has_volume) {
-		m->volume = volume_msg_new(&st->vol);
-		if (!m->volume)
-			goto err;
-	}
-	return m;
-
-err:
-	array_msg_free(m);
-	return NULL;
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return k && k <= n && !strcmp(s + n - k, suffix);
-}
-
-/*
- * A member without a drive (failed, removed, missing) is known to the
- * array only by its superblock's path hint: the last ZA_SB_HINT_BYTES - 1
- * bytes of its path. Show the full path this daemon recorded for it
- * instead: the one recorded path that ends with the hint and is no other
- * member's (none, or several: the hint stays).
- */
-static void full_paths(const struct d_array *e, struct za_array_status *st)
-{
-	unsigned i, j, p, found = 0, n = 0;
-
-	for (i = 0; i < st->nr_members; i++) {
-		const char *hint = st->members[i].path;
-		bool recorded = false;
-
-		for (p = 0; p < e->nr_paths && !recorded; p++)
-			recorded = !strcmp(e->paths[p], hint);
-		if (recorded)
-			continue;
-		for (p = n = 0; p < e->nr_paths; p++) {
-			bool other = false;
-
-			if (!has_suffix(e->paths[p], hint))
-				continue;
-			for (j = 0; j < st->nr_members && !other; j++)
-				other = j != i && !strcmp(st->members[j].path,
-							  e->paths[p]);
-			if (!other) {
-				found = p;
-				n++;
-			}
-		}
-		if (n == 1)
-			snprintf(st->members[i].path,
-				 sizeof(st->members[i].path), "%s",
-				 e->paths[found]);
-	}
-}
-
-/* za_array_status() into a message; NULL on failure (logged). */
-static Zarray__ArrayStatus *status_of(struct d_array *e)
-{
-	struct za_array_status st;
-	Zarray__ArrayStatus *m;
-	int ret;
-
-	memset(&st, 0, sizeof(st));
-	ret = za_array_status(e->a, &st);
-	if (ret < 0) {
-		za_log_err("%s: status: %s", e->name, strerror(-ret));
-		free(st.members);
-		return NULL;
-	}
-	full_paths(e, &st);
-	m = array_msg_new(&st);
-	free(st.members);
-	if (m && e->exp) {
-		const char *tcp = za_export_tcp_uri(e->exp);
-
-		m->export_uri = strdup(za_export_uri(e->exp));
-		m->export_tcp_uri = tcp ? strdup(tcp) : NULL;
-		m->export_stats = export_msg_new(e->exp);
-		if (!m->export_uri || (tcp && !m->export_tcp_uri) ||
-		    !m->export_stats) {
-			array_msg_free(m);
-			return NULL;
-		}
-	}
-	return m;
 }
 
 /* ---- replies ---- */
@@ -645,7 +331,7 @@ void za_daemon_register_array(struct za_daemon *d, struct za_array *a,
 	}
 	memset(&st, 0, sizeof(st));
 	if (za_array_status(a, &st) == 0)
-		fmt_uuid(&st.uuid, e->uuid);
+		za_daemon_fmt_uuid(&st.uuid, e->uuid);
 	else
 		snprintf(e->uuid, sizeof(e->uuid), "unknown");
 	free(st.members);
@@ -737,119 +423,11 @@ static int array_stop(struct d_array *e, bool destroy)
 	return destroy ? za_array_destroy(e->a) : za_array_stop(e->a);
 }
 
-/* ---- watches ---- */
-
-static void waiter_free(struct d_waiter *w)
+void za_daemon_waiter_free(struct d_waiter *w)
 {
 	za_rpc_conn_put(w->c);
 	za_rpc_request_free(w->req);
 	free(w);
-}
-
-static bool job_active(const Zarray__JobStatus *j)
-{
-	return j->state == ZARRAY__JOB_STATE__JOB_RUNNING ||
-	       j->state == ZARRAY__JOB_STATE__JOB_PAUSED;
-}
-
-/*
- * Send @w the current state of its array. Returns true when that was the
- * final response (no job left running or paused, or the array is gone).
- */
-static bool watch_push(struct za_daemon *d, struct d_waiter *w)
-{
-	struct d_array *e = za_daemon_find_array(d, w->name);
-	Zarray__ArrayStatus *st;
-	Zarray__Response r;
-	Zarray__Event ev;
-	bool active = false;
-	size_t i;
-
-	if (!e) {
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
-				   "array '%s' is no longer running", w->name);
-		return true;
-	}
-	st = status_of(e);
-	if (!st) {
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
-				   "%s: cannot read its status", w->name);
-		return true;
-	}
-	for (i = 0; i < st->n_jobs; i++)
-		active |= job_active(st->jobs[i]);
-	zarray__response__init(&r);
-	zarray__event__init(&ev);
-	ev.name = st->name;
-	ev.state = st->state;
-	ev.n_jobs = st->n_jobs;
-	ev.jobs = st->jobs;
-	r.id = w->id;
-	r.has_more = true;
-	r.more = active;
-	r.body_case = ZARRAY__RESPONSE__BODY_EVENT;
-	r.event = &ev;
-	za_rpc_reply(w->c, &r);
-	array_msg_free(st);
-	return !active;
-}
-
-static void watch_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct za_daemon *d = t->data;
-	struct d_waiter *list, *w;
-
-	(void)loop;
-	(void)revents;
-	if (d->busy)
-		return; /* an array may be changing; next tick */
-	/*
-	 * Detach the list: a reply can close its connection, and on_closed()
-	 * then edits d->watches; it must not free the entry we hold.
-	 */
-	list = d->watches;
-	d->watches = NULL;
-	while ((w = list)) {
-		list = w->next;
-		if (!za_rpc_conn_alive(w->c) || watch_push(d, w) ||
-		    !za_rpc_conn_alive(w->c)) {
-			waiter_free(w);
-			continue;
-		}
-		w->next = d->watches;
-		d->watches = w;
-	}
-	if (!d->watches)
-		ev_timer_stop(d->loop, &d->watch_timer);
-}
-
-/* End the watches of @name with an error (the array is going away). */
-static void watches_end(struct za_daemon *d, const char *name, const char *why)
-{
-	struct d_waiter **pp = &d->watches, *ending = NULL, *w;
-
-	/* Unlink first, reply after: see watch_tick_cb(). */
-	while (*pp) {
-		w = *pp;
-		if (strcmp(w->name, name)) {
-			pp = &w->next;
-			continue;
-		}
-		*pp = w->next;
-		w->next = ending;
-		ending = w;
-	}
-	while ((w = ending)) {
-		ending = w->next;
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
-				   "array '%s' %s", name, why);
-		waiter_free(w);
-	}
-	if (!d->watches)
-		ev_timer_stop(d->loop, &d->watch_timer);
 }
 
 /* ---- handlers ---- */
@@ -1041,13 +619,13 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 	if (za_daemon_export_start(d, e, NULL, err, sizeof(err)) < 0)
 		za_log_err("%s: assembled, but not exported: %s", m->name, err);
 	za_daemon_record_write(d, e);
-	st = status_of(e);
+	st = za_daemon_status_of(e);
 	if (!st) {
 		reply_done(c, req->id, "assembled");
 		return;
 	}
 	reply_arrays(c, req->id, &st, 1);
-	array_msg_free(st);
+	za_daemon_array_msg_free(st);
 }
 
 static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
@@ -1069,7 +647,7 @@ static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
 	unlink_array(d, e);
 	/* Its record goes: nothing more to save in it. */
 	za_array_set_scrub_saver(e->a, NULL, NULL);
-	watches_end(d, name, "was stopped");
+	za_daemon_watches_end(d, name, "was stopped");
 	ret = array_stop(e, false);
 	d_array_free(e);
 	za_daemon_record_remove(d, name);
@@ -1121,7 +699,7 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 		    peer_str(c, peer, sizeof(peer)));
 	unlink_array(d, e);
 	za_array_set_scrub_saver(e->a, NULL, NULL);
-	watches_end(d, m->name, "was destroyed");
+	za_daemon_watches_end(d, m->name, "was destroyed");
 	ret = array_stop(e, true);
 	d_array_free(e);
 	za_daemon_record_remove(d, m->name);
@@ -1161,20 +739,20 @@ static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
 	for (e = d->arrays; e; e = e->next) {
 		if (name && strcmp(e->name, name))
 			continue;
-		arr[n] = status_of(e);
+		arr[n] = za_daemon_status_of(e);
 		if (!arr[n])
 			goto err_free;
 		n++;
 	}
 	reply_arrays(c, req->id, arr, n);
 	for (i = 0; i < n; i++)
-		array_msg_free(arr[i]);
+		za_daemon_array_msg_free(arr[i]);
 	free(arr);
 	return;
 
 err_free:
 	for (i = 0; i < n; i++)
-		array_msg_free(arr[i]);
+		za_daemon_array_msg_free(arr[i]);
 	free(arr);
 err:
 	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
@@ -1360,39 +938,6 @@ static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
 				    "replacing; see zarray watch");
 }
 
-static void reply_jobs(struct za_daemon *d, struct za_rpc_conn *c, uint64_t id,
-		       struct d_array *e, enum za_job_kind kind)
-{
-	struct za_array_status st;
-	Zarray__Response r;
-	Zarray__Jobs jobs;
-	int ret;
-
-	(void)d;
-	memset(&st, 0, sizeof(st));
-	ret = za_array_status(e->a, &st);
-	free(st.members);
-	if (ret < 0) {
-		za_rpc_reply_error(c, id, za_rpc_errno_code(ret), ret,
-				   "%s: cannot read its status: %s", e->name,
-				   strerror(-ret));
-		return;
-	}
-	zarray__response__init(&r);
-	zarray__jobs__init(&jobs);
-	jobs.name = e->name;
-	if (jobs_msg_new(&st, kind, &jobs.jobs, &jobs.n_jobs) < 0) {
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "out of memory");
-		return;
-	}
-	r.id = id;
-	r.body_case = ZARRAY__RESPONSE__BODY_JOBS;
-	r.jobs = &jobs;
-	za_rpc_reply(c, &r);
-	jobs_free(jobs.jobs, jobs.n_jobs);
-}
-
 static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
 		      const Zarray__Request *req)
 {
@@ -1409,7 +954,7 @@ static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
 	case ZARRAY__REBUILD_ACTION__REBUILD_STATUS:
 		if (m->has_rate_bps)
 			break;
-		reply_jobs(d, c, req->id, e, ZA_JOB_REBUILD);
+		za_daemon_reply_jobs(d, c, req->id, e, ZA_JOB_REBUILD);
 		return;
 	case ZARRAY__REBUILD_ACTION__REBUILD_PAUSE:
 		if (m->has_rate_bps)
@@ -1472,7 +1017,7 @@ static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 		return;
 	switch (m->action) {
 	case ZARRAY__SCRUB_ACTION__SCRUB_STATUS:
-		reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
+		za_daemon_reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
 		return;
 	case ZARRAY__SCRUB_ACTION__SCRUB_START:
 	case ZARRAY__SCRUB_ACTION__SCRUB_STOP: {
@@ -1521,8 +1066,8 @@ static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
 	w->c = c;
 	w->id = req->id;
 	snprintf(w->name, sizeof(w->name), "%s", req->watch->name);
-	if (watch_push(d, w)) {
-		waiter_free(w);
+	if (za_daemon_watch_push(d, w)) {
+		za_daemon_waiter_free(w);
 		return false;
 	}
 	w->next = d->watches;
@@ -1707,7 +1252,7 @@ static void drain_parked(struct za_daemon *d)
 			run_request(d, w->c, req);
 		else
 			za_rpc_request_free(req);
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 }
 
@@ -1781,7 +1326,7 @@ static void on_closed(struct za_rpc_conn *c, void *priv)
 
 		if (w->c == c) {
 			*pp = w->next;
-			waiter_free(w);
+			za_daemon_waiter_free(w);
 			continue;
 		}
 		pp = &w->next;
@@ -1883,7 +1428,7 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 							1.0;
 	d->nbd_rx_thread = p->nbd_rx_thread;
 	d->drain.fn = drain_cb;
-	ev_init(&d->watch_timer, watch_tick_cb);
+	ev_init(&d->watch_timer, za_daemon_watch_tick_cb);
 	d->watch_timer.data = d;
 	ev_init(&d->save_timer, za_daemon_record_tick_cb);
 	d->save_timer.data = d;
@@ -2023,7 +1568,7 @@ int za_daemon_free(struct za_daemon *d)
 		d->watches = w->next;
 		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
 				   ESHUTDOWN, "zarrayd is shutting down");
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 	while (d->parked_head) {
 		struct d_waiter *w = d->parked_head;
@@ -2032,7 +1577,7 @@ int za_daemon_free(struct za_daemon *d)
 		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
 				   ESHUTDOWN,
 				   "zarrayd is shutting down; not done");
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 	d->parked_tail = NULL;
 	/* Still busy for whatever arrives while arrays stop: refused. */
@@ -2064,7 +1609,7 @@ int za_daemon_free(struct za_daemon *d)
 					   strerror(-first));
 		else
 			reply_done(w->c, w->id, "zarrayd stopped");
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 	if (d->drain_queued) {
 		/* The queue is empty; the callback must not run on freed
