@@ -715,8 +715,8 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 }
 
 /* list and status: every array, or the one named. */
-static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
-		     const Zarray__Request *req, const char *name)
+static void reply_status(struct za_daemon *d, struct za_rpc_conn *c,
+			 const Zarray__Request *req, const char *name)
 {
 	Zarray__ArrayStatus **arr;
 	struct d_array *e;
@@ -757,6 +757,18 @@ err_free:
 err:
 	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
 			   "cannot read the arrays' status");
+}
+
+static void h_list(struct za_daemon *d, struct za_rpc_conn *c,
+		   const Zarray__Request *req)
+{
+	reply_status(d, c, req, NULL);
+}
+
+static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
+		     const Zarray__Request *req)
+{
+	reply_status(d, c, req, req->status->name);
 }
 
 /* Find the array a request names; answers and returns NULL if none. */
@@ -890,9 +902,10 @@ static void record_add_paths(struct za_daemon *d, struct d_array *e,
 
 enum d_member_op { D_ADD, D_REMOVE, D_REPLACE };
 
-static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
-		      const Zarray__Request *req, const char *name,
-		      char *const *paths, size_t n, enum d_member_op op)
+/* add, remove and replace: which drives join, which leave. */
+static void change_members(struct za_daemon *d, struct za_rpc_conn *c,
+			   const Zarray__Request *req, const char *name,
+			   char *const *paths, size_t n, enum d_member_op op)
 {
 	struct d_array *e = named(d, c, req->id, name);
 	char err[256] = "", peer[64];
@@ -936,6 +949,28 @@ static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
 		   op == D_ADD	  ? "added" :
 		   op == D_REMOVE ? "draining; see zarray watch" :
 				    "replacing; see zarray watch");
+}
+
+static void h_add(struct za_daemon *d, struct za_rpc_conn *c,
+		  const Zarray__Request *req)
+{
+	change_members(d, c, req, req->add->name, req->add->paths,
+		       req->add->n_paths, D_ADD);
+}
+
+static void h_remove(struct za_daemon *d, struct za_rpc_conn *c,
+		     const Zarray__Request *req)
+{
+	change_members(d, c, req, req->remove->name, req->remove->paths,
+		       req->remove->n_paths, D_REMOVE);
+}
+
+static void h_replace(struct za_daemon *d, struct za_rpc_conn *c,
+		      const Zarray__Request *req)
+{
+	char *paths[2] = { req->replace->old_path, req->replace->new_path };
+
+	change_members(d, c, req, req->replace->name, paths, 2, D_REPLACE);
 }
 
 static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
@@ -1048,19 +1083,19 @@ static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 	}
 }
 
-/* Returns true if the request stays open (a watch that was registered). */
-static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
+/* Registered, the request stays open: za_daemon_watch_tick_cb() answers. */
+static void h_watch(struct za_daemon *d, struct za_rpc_conn *c,
 		    const Zarray__Request *req)
 {
 	struct d_waiter *w;
 
 	if (!named(d, c, req->id, req->watch->name))
-		return false;
+		return;
 	w = calloc(1, sizeof(*w));
 	if (!w) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
 				   ENOMEM, "out of memory");
-		return false;
+		return;
 	}
 	za_rpc_conn_get(c);
 	w->c = c;
@@ -1068,7 +1103,7 @@ static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
 	snprintf(w->name, sizeof(w->name), "%s", req->watch->name);
 	if (za_daemon_watch_push(d, w)) {
 		za_daemon_waiter_free(w);
-		return false;
+		return;
 	}
 	w->next = d->watches;
 	d->watches = w;
@@ -1077,7 +1112,6 @@ static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
 			     d->watch_interval_s);
 		ev_timer_start(d->loop, &d->watch_timer);
 	}
-	return true;
 }
 
 /*
@@ -1155,82 +1189,69 @@ static void h_shutdown(struct za_daemon *d, struct za_rpc_conn *c,
 	za_daemon_request_stop(d, why);
 }
 
+/*
+ * The commands, by the body of the request. A command marked immediate is
+ * answered as soon as it arrives, even while another command runs or the
+ * daemon stops: never parked, never refused. Only ping is: it says the
+ * daemon is alive, and must not wait behind a create that takes minutes.
+ */
+struct d_command {
+	Zarray__Request__BodyCase body_case;
+	const char *name; /* as the CLI says it: what a reader looks for */
+	void (*handler)(struct za_daemon *d, struct za_rpc_conn *c,
+			const Zarray__Request *req);
+	bool immediate;
+};
+
+static const struct d_command commands[] = {
+	{ ZARRAY__REQUEST__BODY_PING, "ping", h_ping, true },
+	{ ZARRAY__REQUEST__BODY_CREATE, "create", h_create, false },
+	{ ZARRAY__REQUEST__BODY_ASSEMBLE, "assemble", h_assemble, false },
+	{ ZARRAY__REQUEST__BODY_STOP, "stop", h_stop, false },
+	{ ZARRAY__REQUEST__BODY_DESTROY, "destroy", h_destroy, false },
+	{ ZARRAY__REQUEST__BODY_LIST, "list", h_list, false },
+	{ ZARRAY__REQUEST__BODY_STATUS, "status", h_status, false },
+	{ ZARRAY__REQUEST__BODY_ADD, "add", h_add, false },
+	{ ZARRAY__REQUEST__BODY_REMOVE, "remove", h_remove, false },
+	{ ZARRAY__REQUEST__BODY_FAIL, "fail", h_fail, false },
+	{ ZARRAY__REQUEST__BODY_REPLACE, "replace", h_replace, false },
+	{ ZARRAY__REQUEST__BODY_REBUILD, "rebuild", h_rebuild, false },
+	{ ZARRAY__REQUEST__BODY_SCRUB, "scrub", h_scrub, false },
+	{ ZARRAY__REQUEST__BODY_WATCH, "watch", h_watch, false },
+	{ ZARRAY__REQUEST__BODY_EXPORT, "export", h_export, false },
+	{ ZARRAY__REQUEST__BODY_SHUTDOWN, "shutdown", h_shutdown, false },
+	{ ZARRAY__REQUEST__BODY_GROW, "grow", h_grow, false },
+	{ ZARRAY__REQUEST__BODY_DEBUG_INJECT, "debug inject", h_debug_inject,
+	  false },
+};
+
+/* NULL: a body this daemon does not know (none, or a newer client's). */
+static const struct d_command *command_find(Zarray__Request__BodyCase body_case)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (commands[i].body_case == body_case)
+			return &commands[i];
+	return NULL;
+}
+
 static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 			Zarray__Request *req)
 {
-	const uint64_t id = req->id;
+	const struct d_command *cmd = command_find(req->body_case);
 
 	za_rpc_conn_get(c);
 	d->busy = true;
-	switch (req->body_case) {
-	case ZARRAY__REQUEST__BODY_PING:
-		h_ping(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_CREATE:
-		h_create(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_ASSEMBLE:
-		h_assemble(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_STOP:
-		h_stop(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_DESTROY:
-		h_destroy(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_LIST:
-		h_status(d, c, req, NULL);
-		break;
-	case ZARRAY__REQUEST__BODY_STATUS:
-		h_status(d, c, req, req->status->name);
-		break;
-	case ZARRAY__REQUEST__BODY_ADD:
-		h_members(d, c, req, req->add->name, req->add->paths,
-			  req->add->n_paths, D_ADD);
-		break;
-	case ZARRAY__REQUEST__BODY_REMOVE:
-		h_members(d, c, req, req->remove->name, req->remove->paths,
-			  req->remove->n_paths, D_REMOVE);
-		break;
-	case ZARRAY__REQUEST__BODY_FAIL:
-		h_fail(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_REPLACE: {
-		char *paths[2] = { req->replace->old_path,
-				   req->replace->new_path };
-
-		h_members(d, c, req, req->replace->name, paths, 2, D_REPLACE);
-		break;
-	}
-	case ZARRAY__REQUEST__BODY_REBUILD:
-		h_rebuild(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_SCRUB:
-		h_scrub(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_WATCH:
-		h_watch(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_EXPORT:
-		h_export(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_SHUTDOWN:
-		h_shutdown(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_GROW:
-		h_grow(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_DEBUG_INJECT:
-		h_debug_inject(d, c, req);
-		break;
-	default:
+	if (cmd) {
+		cmd->handler(d, c, req);
+	} else {
 		/* A newer client's command decodes as no body at all. */
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
 				   EOPNOTSUPP,
 				   "unknown command (a newer zarray than this "
 				   "zarrayd %s?)",
 				   PACKAGE_VERSION);
-		break;
 	}
 	d->busy = false;
 	za_rpc_request_free(req);
@@ -1274,11 +1295,12 @@ static void schedule_drain(struct za_daemon *d)
 
 static void on_request(struct za_rpc_conn *c, Zarray__Request *req, void *priv)
 {
+	const struct d_command *cmd = command_find(req->body_case);
 	struct za_daemon *d = priv;
 	struct d_waiter *w;
 
-	if (req->body_case == ZARRAY__REQUEST__BODY_PING) {
-		h_ping(d, c, req);
+	if (cmd && cmd->immediate) {
+		cmd->handler(d, c, req);
 		za_rpc_request_free(req);
 		return;
 	}
