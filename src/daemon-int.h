@@ -2,9 +2,13 @@
 /*
  * daemon-int.h - the array service's own state, shared by its files and
  * by nothing else: struct za_daemon's body, a running array's registry
- * entry (struct d_array), a connection that waits (struct d_waiter), and
- * the helpers one file of the daemon calls in another. daemon.h is the
- * service's interface; only src/daemon*.c include this header.
+ * entry (struct d_array), a connection that waits (struct d_waiter), a
+ * command's entry in the table (struct d_command), and what one file of
+ * the daemon calls in another. daemon.h is the service's interface; only
+ * src/daemon*.c include this header. The files: daemon.c (start, stop,
+ * requests in order, the registry), daemon-cmd.c (the commands),
+ * daemon-status.c (status and watch), daemon-record.c (the state
+ * directory).
  */
 #ifndef ZA_DAEMON_INT_H
 #define ZA_DAEMON_INT_H
@@ -84,9 +88,23 @@ struct za_daemon {
 	bool stopping;
 };
 
+/*
+ * The commands, by the body of the request. A command marked immediate is
+ * answered as soon as it arrives, even while another command runs or the
+ * daemon stops: never parked, never refused. Only ping is: it says the
+ * daemon is alive, and must not wait behind a create that takes minutes.
+ */
+struct d_command {
+	Zarray__Request__BodyCase body_case;
+	const char *name; /* as the CLI says it: what a reader looks for */
+	void (*handler)(struct za_daemon *d, struct za_rpc_conn *c,
+			const Zarray__Request *req);
+	bool immediate;
+};
+
 struct stat;
 
-/* ---- daemon.c: names, paths, the registry of running arrays ---- */
+/* ---- daemon.c: names, paths, the registry, connections ---- */
 
 /* Member paths: absolute, printable, short enough for the array layer. */
 bool za_daemon_path_valid(const char *path);
@@ -114,7 +132,11 @@ int za_daemon_export_start(struct za_daemon *d, struct d_array *e,
 int za_daemon_find_held(struct za_daemon *d, const struct stat *sp, size_t n,
 			struct d_array **arr,
 			struct za_array_member_status *mem);
-
+/* Take @e out of the registry (the caller stops or destroys it). */
+void za_daemon_unlink_array(struct za_daemon *d, struct d_array *e);
+void za_daemon_array_free(struct d_array *e);
+/* The export first (its commands finish), then the array (flush). */
+int za_daemon_array_stop(struct d_array *e, bool destroy);
 /* Drop @w's reference on its connection, its parked request, @w. */
 void za_daemon_waiter_free(struct d_waiter *w);
 
@@ -149,5 +171,13 @@ void za_daemon_watch_tick_cb(struct ev_loop *loop, ev_timer *t, int revents);
 /* End the watches of @name with an error (the array is going away). */
 void za_daemon_watches_end(struct za_daemon *d, const char *name,
 			   const char *why);
+
+/* ---- daemon-cmd.c: the commands ---- */
+
+/* NULL: a body this daemon does not know (none, or a newer client's). */
+const struct d_command *
+za_daemon_command_find(Zarray__Request__BodyCase body_case);
+/* Answer @id with Done and @msg. */
+void za_daemon_reply_done(struct za_rpc_conn *c, uint64_t id, const char *msg);
 
 #endif /* ZA_DAEMON_INT_H */
