@@ -39,7 +39,7 @@ struct za_cli {
 /* Commands: argv[0] is the command's name. Return an exit code. */
 int za_cmd_zones(struct za_cli *cli, int argc, char **argv);
 int za_cmd_emu(struct za_cli *cli, int argc, char **argv);
-/* Through zarrayd (cmd-array.c, cmd-status.c). */
+/* Through zarrayd (cmd-array.c, cmd-members.c, cmd-jobs.c, cmd-status.c). */
 int za_cmd_create(struct za_cli *cli, int argc, char **argv);
 int za_cmd_assemble(struct za_cli *cli, int argc, char **argv);
 int za_cmd_stop(struct za_cli *cli, int argc, char **argv);
