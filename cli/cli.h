@@ -39,7 +39,7 @@ struct za_cli {
 /* Commands: argv[0] is the command's name. Return an exit code. */
 int za_cmd_zones(struct za_cli *cli, int argc, char **argv);
 int za_cmd_emu(struct za_cli *cli, int argc, char **argv);
-/* Through zarrayd (cmd-array.c, cmd-status.c). */
+/* Through zarrayd (cmd-array.c, cmd-members.c, cmd-jobs.c, cmd-status.c). */
 int za_cmd_create(struct za_cli *cli, int argc, char **argv);
 int za_cmd_assemble(struct za_cli *cli, int argc, char **argv);
 int za_cmd_stop(struct za_cli *cli, int argc, char **argv);
@@ -73,5 +73,28 @@ void za_json_str(FILE *f, const char *s);
 
 void za_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* ---- the daemon commands' arguments (args.c) ---- */
+
+/* Usage of a daemon command; @f stderr means a usage error. */
+void za_cli_help(const char *cmd, FILE *f);
+/*
+ * Common end of option parsing: -h/--help prints the help and returns
+ * ZA_EXIT_OK, an unknown option prints it to stderr and returns
+ * ZA_EXIT_USAGE; -1 means go on.
+ */
+int za_cli_opt_end(const char *cmd, int c);
+/* Options: only --help. Returns -1 to go on, else an exit code. */
+int za_cli_parse_plain(const char *cmd, int argc, char **argv);
+/*
+ * An absolute form of @arg, resolved when it exists; with @must_exist a
+ * missing path is an error. Returns NULL after saying why.
+ */
+char *za_cli_abs_path(const char *cmd, const char *arg, bool must_exist);
+/* za_cli_abs_path() of @n arguments; NULL if any fails. */
+char **za_cli_abs_paths(const char *cmd, char **args, int n, bool must_exist);
+void za_cli_free_paths(char **paths, int n);
+/* --tcp's argument: a usage error (said here) unless it is [HOST:]PORT. */
+bool za_cli_check_tcp(const char *cmd, const char *spec);
 
 #endif /* ZA_CLI_H */

@@ -147,3 +147,18 @@ int za_client_run(const struct za_cli *cli, const char *cmd,
 	*resp = r;
 	return 0;
 }
+
+int za_client_change(const struct za_cli *cli, const char *cmd,
+		     Zarray__Request *req, const char *name, const char *done)
+{
+	Zarray__Response *r;
+	int rc;
+
+	rc = za_client_run(cli, cmd, req, ZA_CLIENT_NO_TIMEOUT, &r);
+	if (rc)
+		return rc;
+	if (done)
+		fprintf(stderr, "zarray %s: %s %s\n", cmd, name, done);
+	za_rpc_response_free(r);
+	return ZA_EXIT_OK;
+}

@@ -59,6 +59,14 @@ int za_client_run(const struct za_cli *cli, const char *cmd,
 		  Zarray__Request *req, int timeout_ms,
 		  Zarray__Response **resp);
 
+/*
+ * A command that changes something: send @req and wait as long as it
+ * takes; on success say "zarray CMD: NAME DONE" on stderr (nothing if
+ * @done is NULL). Returns an exit code, having printed why if it fails.
+ */
+int za_client_change(const struct za_cli *cli, const char *cmd,
+		     Zarray__Request *req, const char *name, const char *done);
+
 /* ---- printing what the daemon says (cmd-status.c) ---- */
 
 const char *za_cli_array_state_str(int state);
@@ -73,14 +81,5 @@ const char *za_cli_job_line(const Zarray__JobStatus *j, bool bar, char *buf,
 			    size_t len);
 void za_cli_json_job(FILE *f, const Zarray__JobStatus *j);
 void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a);
-
-/* Usage of a daemon command (cmd-array.c); @f stderr means a usage error. */
-void za_cli_help(const char *cmd, FILE *f);
-/*
- * Common end of option parsing: -h/--help prints the help and returns
- * ZA_EXIT_OK, an unknown option prints it to stderr and returns
- * ZA_EXIT_USAGE; -1 means go on.
- */
-int za_cli_opt_end(const char *cmd, int c);
 
 #endif /* ZA_CLI_CLIENT_H */

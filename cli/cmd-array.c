@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * cmd-array.c - the commands that act on arrays through zarrayd: create,
- * assemble, stop, destroy, add, remove, fail, replace, grow, rebuild,
- * scrub, export, shutdown; and the usage text of every daemon command.
+ * cmd-array.c - the commands that make, serve and end arrays through
+ * zarrayd: create, assemble, stop, destroy, grow, export, shutdown. The
+ * commands on members are in cmd-members.c, those on background jobs in
+ * cmd-jobs.c, their usage texts and argument checks in args.c.
  *
  * Each parses its command line strictly (an unknown option or a number
  * that does not parse is a usage error, exit 2), turns DEVICE arguments
@@ -11,221 +12,12 @@
  * acceptable (geometry, state, whether this version can do it at all) is
  * the daemon's call; its one-line reason is printed as is, exit 1.
  */
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "client.h"
-#include "export.h"
-
-static const struct {
-	const char *cmd, *usage, *text;
-} helps[] = {
-	{ "create",
-	  "zarray create NAME --data K --parity P [--chunk SIZE] [--size SIZE] "
-	  "[--tcp [HOST:]PORT] [--force] DEVICE...",
-	  "Format the DEVICEs into a new K+P array, create its volume and "
-	  "export it\nover NBD on RUNDIR/NAME.nbd; prints the NBD URI. --chunk: "
-	  "interleave unit\n(default 64K); --size: volume size (default: what "
-	  "the devices hold);\n--tcp: also export on TCP (HOST 127.0.0.1 unless "
-	  "given; PORT 0: any free\nport) and print that URI; --force: take "
-	  "devices that belong to another\narray.\n" },
-	{ "assemble", "zarray assemble NAME DEVICE...",
-	  "Start the array NAME from its DEVICEs (any order) and export it; "
-	  "prints\nthe NBD URI. It starts degraded if at most P members are "
-	  "missing.\n" },
-	{ "stop", "zarray stop NAME",
-	  "Stop its NBD export (commands in flight finish), flush and stop the "
-	  "array;\nits devices keep it (assemble starts it again) and zarrayd "
-	  "no longer\nassembles it at start.\n" },
-	{ "destroy", "zarray destroy NAME [--force]",
-	  "Stop the array and wipe its superblocks. Without --force an array "
-	  "that\nholds data is refused.\n" },
-	{ "list", "zarray list [--json]",
-	  "One line per running array: name, state, geometry, size, used, "
-	  "members,\njobs.\n" },
-	{ "status", "zarray status [NAME] [--json] [--test]",
-	  "State, geometry, size, members (path, index, state, size, errors) "
-	  "and\nbackground jobs of NAME, or of every array. With --test the "
-	  "exit status\nsays the worst state: 0 healthy, 1 degraded, 2 "
-	  "unusable, 4 no\ninformation (no daemon, no such array).\n" },
-	{ "add", "zarray add NAME DEVICE...",
-	  "Add devices to the array; new segments use them at once.\n" },
-	{ "remove", "zarray remove NAME DEVICE...",
-	  "Drain the members' data onto the others, then remove them.\n" },
-	{ "fail", "zarray fail NAME DEVICE",
-	  "Mark a member failed, as if it had failed: no new writes go to "
-	  "it and\nits data is read by decoding.\n" },
-	{ "replace", "zarray replace NAME OLD NEW",
-	  "Rebuild the member OLD's data onto NEW, then remove OLD.\n" },
-	{ "grow", "zarray grow NAME --size SIZE [--json]",
-	  "Grow the array's volume to SIZE (K, M, G, T suffixes: powers of "
-	  "1024; a\nmultiple of 4 KiB), typically after zarray add. Shrinking "
-	  "is not supported;\nthe most it takes is max_size_bytes in zarray "
-	  "status --json. New NBD\nconnections see the new size; connections "
-	  "already open keep the size they\nwere given until they reconnect.\n" },
-	{ "rebuild",
-	  "zarray rebuild NAME start|pause|resume|status [--rate MB/s] "
-	  "[--json]",
-	  "Control the rebuild of lost redundancy. --rate limits it (MB/s, "
-	  "10^6\nbytes; 0: no limit) and applies to start and resume.\n" },
-	{ "scrub", "zarray scrub NAME start|stop|status [--rate MB/s] [--json]",
-	  "Read and verify every live stripe, repairing what fails its "
-	  "checksum.\n--rate limits it (MB/s of stripes read, 10^6 bytes; 0: "
-	  "no limit) and goes\nwith start. A stopped scrub starts again where "
-	  "it stopped; one running\nwhen zarrayd stops goes on by itself when "
-	  "it starts again.\n" },
-	{ "watch", "zarray watch NAME [--json]",
-	  "Follow the array's background jobs until they end: a progress bar "
-	  "on a\nterminal, a line per percent otherwise, JSON lines with "
-	  "--json.\n" },
-	{ "export", "zarray export NAME [--tcp [HOST:]PORT] [--json]",
-	  "Print the array's NBD URI (nbd+unix://). --tcp: also export it on "
-	  "TCP\n(HOST 127.0.0.1 unless given; PORT 0: any free port), "
-	  "remembered across\nrestarts, and print that URI (nbd://).\n" },
-	{ "shutdown", "zarray shutdown",
-	  "Stop every array cleanly, then zarrayd.\n" },
-};
-
-void za_cli_help(const char *cmd, FILE *f)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(helps) / sizeof(helps[0]); i++) {
-		if (strcmp(helps[i].cmd, cmd))
-			continue;
-		fprintf(f, "Usage: %s\n\n%s", helps[i].usage, helps[i].text);
-		if (f == stdout)
-			fprintf(f,
-				"\nGlobal options (before COMMAND): -s SOCKET, "
-				"--json. See zarray(8).\n");
-		return;
-	}
-}
-
-int za_cli_opt_end(const char *cmd, int c)
-{
-	if (c == 'h') {
-		za_cli_help(cmd, stdout);
-		return ZA_EXIT_OK;
-	}
-	za_cli_help(cmd, stderr);
-	return ZA_EXIT_USAGE;
-}
-
-/* Options: only --help. Returns -1 to go on, else an exit code. */
-static int parse_plain(const char *cmd, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	optind = 0; /* re-initialise: main parsed with "+" */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
-		return za_cli_opt_end(cmd, c);
-	return -1;
-}
-
-/*
- * An absolute form of @arg: resolved (symlinks too) when it exists, so
- * that the daemon and the array layer compare like with like. @must_exist:
- * a missing path is an error (said here); else it is made absolute as
- * written (a failed drive may have vanished). Returns NULL on error.
- */
-static char *abs_path(const char *cmd, const char *arg, bool must_exist)
-{
-	char cwd[PATH_MAX], *out;
-	struct stat st;
-
-	if (!*arg) {
-		fprintf(stderr, "zarray %s: empty device path\n", cmd);
-		return NULL;
-	}
-	if (stat(arg, &st) == 0) {
-		out = realpath(arg, NULL);
-		if (out)
-			return out;
-	} else if (must_exist) {
-		fprintf(stderr, "zarray %s: %s: %s\n", cmd, arg,
-			strerror(errno));
-		return NULL;
-	}
-	if (arg[0] == '/')
-		return strdup(arg);
-	if (!getcwd(cwd, sizeof(cwd)) ||
-	    asprintf(&out, "%s/%s", cwd, arg) < 0) {
-		fprintf(stderr, "zarray %s: %s: %s\n", cmd, arg,
-			strerror(errno));
-		return NULL;
-	}
-	return out;
-}
-
-static void free_paths(char **paths, int n)
-{
-	int i;
-
-	if (!paths)
-		return;
-	for (i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
-}
-
-static char **abs_paths(const char *cmd, char **args, int n, bool must_exist)
-{
-	char **paths = calloc((size_t)n, sizeof(*paths));
-	int i;
-
-	if (!paths)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		paths[i] = abs_path(cmd, args[i], must_exist);
-		if (!paths[i]) {
-			free_paths(paths, i);
-			return NULL;
-		}
-	}
-	return paths;
-}
-
-/* --tcp's argument: a usage error unless it is [HOST:]PORT. */
-static bool tcp_ok(const char *cmd, const char *spec)
-{
-	char host[ZA_EXPORT_HOST_BYTES], port[8];
-
-	if (za_export_parse_tcp(spec, host, port) == 0)
-		return true;
-	za_usage_error(cmd,
-		       "--tcp: '%s' is not [HOST:]PORT (PORT 0 to 65535, an "
-		       "IPv6 HOST in [])",
-		       spec);
-	return false;
-}
-
-/* Send @req; on success say @done (to stderr) and return 0. */
-static int simple(struct za_cli *cli, const char *cmd, Zarray__Request *req,
-		  const char *name, const char *done)
-{
-	Zarray__Response *r;
-	int rc;
-
-	rc = za_client_run(cli, cmd, req, ZA_CLIENT_NO_TIMEOUT, &r);
-	if (rc)
-		return rc;
-	if (done)
-		fprintf(stderr, "zarray %s: %s %s\n", cmd, name, done);
-	za_rpc_response_free(r);
-	return ZA_EXIT_OK;
-}
 
 int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 {
@@ -278,7 +70,7 @@ int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 			m.force = true;
 			break;
 		case O_TCP:
-			if (!tcp_ok("create", optarg))
+			if (!za_cli_check_tcp("create", optarg))
 				return ZA_EXIT_USAGE;
 			m.tcp = optarg;
 			break;
@@ -334,7 +126,7 @@ int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 	}
 	m.name = argv[optind];
 	n = argc - optind - 1;
-	paths = abs_paths("create", argv + optind + 1, n, true);
+	paths = za_cli_abs_paths("create", argv + optind + 1, n, true);
 	if (!paths)
 		return ZA_EXIT_FAIL;
 	m.n_paths = (size_t)n;
@@ -342,7 +134,7 @@ int za_cmd_create(struct za_cli *cli, int argc, char **argv)
 	req.body_case = ZARRAY__REQUEST__BODY_CREATE;
 	req.create = &m;
 	rc = za_client_run(cli, "create", &req, ZA_CLIENT_NO_TIMEOUT, &r);
-	free_paths(paths, n);
+	za_cli_free_paths(paths, n);
 	if (rc)
 		return rc;
 	if (r->body_case != ZARRAY__RESPONSE__BODY_CREATED) {
@@ -392,7 +184,7 @@ int za_cmd_assemble(struct za_cli *cli, int argc, char **argv)
 	char **paths;
 	int rc, n;
 
-	rc = parse_plain("assemble", argc, argv);
+	rc = za_cli_parse_plain("assemble", argc, argv);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind < 2) {
@@ -402,7 +194,7 @@ int za_cmd_assemble(struct za_cli *cli, int argc, char **argv)
 	}
 	m.name = argv[optind];
 	n = argc - optind - 1;
-	paths = abs_paths("assemble", argv + optind + 1, n, true);
+	paths = za_cli_abs_paths("assemble", argv + optind + 1, n, true);
 	if (!paths)
 		return ZA_EXIT_FAIL;
 	m.n_paths = (size_t)n;
@@ -410,7 +202,7 @@ int za_cmd_assemble(struct za_cli *cli, int argc, char **argv)
 	req.body_case = ZARRAY__REQUEST__BODY_ASSEMBLE;
 	req.assemble = &m;
 	rc = za_client_run(cli, "assemble", &req, ZA_CLIENT_NO_TIMEOUT, &r);
-	free_paths(paths, n);
+	za_cli_free_paths(paths, n);
 	if (rc)
 		return rc;
 	if (r->body_case == ZARRAY__RESPONSE__BODY_ARRAYS &&
@@ -439,7 +231,7 @@ int za_cmd_stop(struct za_cli *cli, int argc, char **argv)
 	Zarray__Stop m = ZARRAY__STOP__INIT;
 	int rc;
 
-	rc = parse_plain("stop", argc, argv);
+	rc = za_cli_parse_plain("stop", argc, argv);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1) {
@@ -449,7 +241,7 @@ int za_cmd_stop(struct za_cli *cli, int argc, char **argv)
 	m.name = argv[optind];
 	req.body_case = ZARRAY__REQUEST__BODY_STOP;
 	req.stop = &m;
-	return simple(cli, "stop", &req, m.name, "stopped");
+	return za_client_change(cli, "stop", &req, m.name, "stopped");
 }
 
 int za_cmd_destroy(struct za_cli *cli, int argc, char **argv)
@@ -477,304 +269,7 @@ int za_cmd_destroy(struct za_cli *cli, int argc, char **argv)
 	m.name = argv[optind];
 	req.body_case = ZARRAY__REQUEST__BODY_DESTROY;
 	req.destroy = &m;
-	return simple(cli, "destroy", &req, m.name, "destroyed");
-}
-
-/* add and remove: NAME DEVICE... */
-static int members_cmd(struct za_cli *cli, const char *cmd, int argc,
-		       char **argv, bool add)
-{
-	Zarray__Request req = ZARRAY__REQUEST__INIT;
-	Zarray__Add ma = ZARRAY__ADD__INIT;
-	Zarray__Remove mr = ZARRAY__REMOVE__INIT;
-	char **paths;
-	int rc, n;
-
-	rc = parse_plain(cmd, argc, argv);
-	if (rc >= 0)
-		return rc;
-	if (argc - optind < 2) {
-		za_usage_error(cmd, "NAME and at least one DEVICE expected");
-		return ZA_EXIT_USAGE;
-	}
-	n = argc - optind - 1;
-	/* A device being removed may already be gone. */
-	paths = abs_paths(cmd, argv + optind + 1, n, add);
-	if (!paths)
-		return ZA_EXIT_FAIL;
-	if (add) {
-		ma.name = argv[optind];
-		ma.n_paths = (size_t)n;
-		ma.paths = paths;
-		req.body_case = ZARRAY__REQUEST__BODY_ADD;
-		req.add = &ma;
-	} else {
-		mr.name = argv[optind];
-		mr.n_paths = (size_t)n;
-		mr.paths = paths;
-		req.body_case = ZARRAY__REQUEST__BODY_REMOVE;
-		req.remove = &mr;
-	}
-	rc = simple(cli, cmd, &req, argv[optind],
-		    add ? "grew" : "is draining the devices");
-	free_paths(paths, n);
-	return rc;
-}
-
-int za_cmd_add(struct za_cli *cli, int argc, char **argv)
-{
-	return members_cmd(cli, "add", argc, argv, true);
-}
-
-int za_cmd_remove(struct za_cli *cli, int argc, char **argv)
-{
-	return members_cmd(cli, "remove", argc, argv, false);
-}
-
-int za_cmd_fail(struct za_cli *cli, int argc, char **argv)
-{
-	Zarray__Request req = ZARRAY__REQUEST__INIT;
-	Zarray__Fail m = ZARRAY__FAIL__INIT;
-	char *path;
-	int rc;
-
-	rc = parse_plain("fail", argc, argv);
-	if (rc >= 0)
-		return rc;
-	if (argc - optind != 2) {
-		za_usage_error("fail", "NAME and one DEVICE expected");
-		return ZA_EXIT_USAGE;
-	}
-	path = abs_path("fail", argv[optind + 1], false);
-	if (!path)
-		return ZA_EXIT_FAIL;
-	m.name = argv[optind];
-	m.path = path;
-	req.body_case = ZARRAY__REQUEST__BODY_FAIL;
-	req.fail = &m;
-	rc = simple(cli, "fail", &req, path, "marked failed");
-	free(path);
-	return rc;
-}
-
-int za_cmd_replace(struct za_cli *cli, int argc, char **argv)
-{
-	Zarray__Request req = ZARRAY__REQUEST__INIT;
-	Zarray__Replace m = ZARRAY__REPLACE__INIT;
-	char *old_path, *new_path;
-	int rc;
-
-	rc = parse_plain("replace", argc, argv);
-	if (rc >= 0)
-		return rc;
-	if (argc - optind != 3) {
-		za_usage_error("replace", "NAME OLD NEW expected");
-		return ZA_EXIT_USAGE;
-	}
-	old_path = abs_path("replace", argv[optind + 1], false);
-	if (!old_path)
-		return ZA_EXIT_FAIL;
-	new_path = abs_path("replace", argv[optind + 2], true);
-	if (!new_path) {
-		free(old_path);
-		return ZA_EXIT_FAIL;
-	}
-	m.name = argv[optind];
-	m.old_path = old_path;
-	m.new_path = new_path;
-	req.body_case = ZARRAY__REQUEST__BODY_REPLACE;
-	req.replace = &m;
-	rc = simple(cli, "replace", &req, m.name, "is rebuilding onto NEW");
-	free(old_path);
-	free(new_path);
-	return rc;
-}
-
-/* rebuild/scrub status: the jobs of that kind. */
-static int print_jobs(struct za_cli *cli, const char *cmd,
-		      const Zarray__Response *r, bool json)
-{
-	const Zarray__Jobs *j = r->jobs;
-	char line[256];
-	size_t i;
-
-	if (r->body_case != ZARRAY__RESPONSE__BODY_JOBS) {
-		fprintf(stderr, "zarray %s: unexpected answer from zarrayd\n",
-			cmd);
-		return ZA_EXIT_FAIL;
-	}
-	if (json || cli->json) {
-		printf("{\"name\":");
-		za_json_str(stdout, j->name);
-		printf(",\"jobs\":[");
-		for (i = 0; i < j->n_jobs; i++) {
-			if (i)
-				putchar(',');
-			za_cli_json_job(stdout, j->jobs[i]);
-		}
-		printf("]}\n");
-		return ZA_EXIT_OK;
-	}
-	if (!j->n_jobs)
-		printf("%s: no %s\n", j->name, cmd);
-	for (i = 0; i < j->n_jobs; i++)
-		printf("%s: %s\n", j->name,
-		       za_cli_job_line(j->jobs[i], false, line, sizeof(line)));
-	return ZA_EXIT_OK;
-}
-
-int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv)
-{
-	enum { O_RATE = 256, O_JSON };
-	static const struct option opts[] = {
-		{ "rate", required_argument, NULL, O_RATE },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const struct {
-		const char *word;
-		Zarray__RebuildAction action;
-	} actions[] = {
-		{ "start", ZARRAY__REBUILD_ACTION__REBUILD_START },
-		{ "pause", ZARRAY__REBUILD_ACTION__REBUILD_PAUSE },
-		{ "resume", ZARRAY__REBUILD_ACTION__REBUILD_RESUME },
-		{ "status", ZARRAY__REBUILD_ACTION__REBUILD_STATUS },
-	};
-	Zarray__Request req = ZARRAY__REQUEST__INIT;
-	Zarray__Rebuild m = ZARRAY__REBUILD__INIT;
-	Zarray__Response *r;
-	bool json = false;
-	uint64_t v;
-	size_t i;
-	int c, rc;
-
-	optind = 0; /* re-initialise: main parsed with "+" */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == O_RATE) {
-			if (za_parse_uint(optarg, 1000000, &v) < 0) {
-				za_usage_error(
-					"rebuild",
-					"--rate: '%s' is not a number of "
-					"MB/s (0 to 1000000)",
-					optarg);
-				return ZA_EXIT_USAGE;
-			}
-			m.has_rate_bps = true;
-			m.rate_bps = v * 1000000ull;
-		} else if (c == O_JSON) {
-			json = true;
-		} else {
-			return za_cli_opt_end("rebuild", c);
-		}
-	}
-	if (argc - optind != 2) {
-		za_usage_error("rebuild", "NAME and one of start, pause, "
-					  "resume, status expected");
-		return ZA_EXIT_USAGE;
-	}
-	for (i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
-		if (!strcmp(argv[optind + 1], actions[i].word))
-			break;
-	if (i == sizeof(actions) / sizeof(actions[0])) {
-		za_usage_error("rebuild", "unknown action '%s'",
-			       argv[optind + 1]);
-		return ZA_EXIT_USAGE;
-	}
-	if (m.has_rate_bps &&
-	    actions[i].action != ZARRAY__REBUILD_ACTION__REBUILD_START &&
-	    actions[i].action != ZARRAY__REBUILD_ACTION__REBUILD_RESUME) {
-		za_usage_error("rebuild", "--rate goes with start or resume");
-		return ZA_EXIT_USAGE;
-	}
-	m.name = argv[optind];
-	m.action = actions[i].action;
-	req.body_case = ZARRAY__REQUEST__BODY_REBUILD;
-	req.rebuild = &m;
-	if (m.action != ZARRAY__REBUILD_ACTION__REBUILD_STATUS)
-		return simple(
-			cli, "rebuild", &req, m.name,
-			m.action == ZARRAY__REBUILD_ACTION__REBUILD_PAUSE ?
-				"rebuild paused" :
-				"rebuild running");
-	rc = za_client_run(cli, "rebuild", &req, ZA_CLIENT_QUERY_MS, &r);
-	if (rc)
-		return rc;
-	rc = print_jobs(cli, "rebuild", r, json);
-	za_rpc_response_free(r);
-	return rc;
-}
-
-int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
-{
-	enum { O_RATE = 256 };
-	static const struct option opts[] = {
-		{ "rate", required_argument, NULL, O_RATE },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	Zarray__Request req = ZARRAY__REQUEST__INIT;
-	Zarray__Scrub m = ZARRAY__SCRUB__INIT;
-	Zarray__Response *r;
-	bool json = false;
-	const char *act;
-	uint64_t v;
-	int c, rc;
-
-	optind = 0; /* re-initialise: main parsed with "+" */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (c == O_RATE) {
-			if (za_parse_uint(optarg, 1000000, &v) < 0) {
-				za_usage_error(
-					"scrub",
-					"--rate: '%s' is not a number of "
-					"MB/s (0 to 1000000)",
-					optarg);
-				return ZA_EXIT_USAGE;
-			}
-			m.has_rate_bps = true;
-			m.rate_bps = v * 1000000ull;
-		} else if (c == 'j') {
-			json = true;
-		} else {
-			return za_cli_opt_end("scrub", c);
-		}
-	}
-	if (argc - optind != 2) {
-		za_usage_error("scrub", "NAME and one of start, stop, status "
-					"expected");
-		return ZA_EXIT_USAGE;
-	}
-	act = argv[optind + 1];
-	if (!strcmp(act, "start")) {
-		m.action = ZARRAY__SCRUB_ACTION__SCRUB_START;
-	} else if (!strcmp(act, "stop")) {
-		m.action = ZARRAY__SCRUB_ACTION__SCRUB_STOP;
-	} else if (!strcmp(act, "status")) {
-		m.action = ZARRAY__SCRUB_ACTION__SCRUB_STATUS;
-	} else {
-		za_usage_error("scrub", "unknown action '%s'", act);
-		return ZA_EXIT_USAGE;
-	}
-	if (m.has_rate_bps && m.action != ZARRAY__SCRUB_ACTION__SCRUB_START) {
-		za_usage_error("scrub", "--rate goes with start");
-		return ZA_EXIT_USAGE;
-	}
-	m.name = argv[optind];
-	req.body_case = ZARRAY__REQUEST__BODY_SCRUB;
-	req.scrub = &m;
-	if (m.action != ZARRAY__SCRUB_ACTION__SCRUB_STATUS)
-		return simple(cli, "scrub", &req, m.name,
-			      m.action == ZARRAY__SCRUB_ACTION__SCRUB_START ?
-				      "scrub running" :
-				      "scrub stopped");
-	rc = za_client_run(cli, "scrub", &req, ZA_CLIENT_QUERY_MS, &r);
-	if (rc)
-		return rc;
-	rc = print_jobs(cli, "scrub", r, json);
-	za_rpc_response_free(r);
-	return rc;
+	return za_client_change(cli, "destroy", &req, m.name, "destroyed");
 }
 
 int za_cmd_grow(struct za_cli *cli, int argc, char **argv)
@@ -870,7 +365,7 @@ int za_cmd_export(struct za_cli *cli, int argc, char **argv)
 		}
 		if (c != O_TCP)
 			return za_cli_opt_end("export", c);
-		if (!tcp_ok("export", optarg))
+		if (!za_cli_check_tcp("export", optarg))
 			return ZA_EXIT_USAGE;
 		m.tcp = optarg;
 	}
@@ -912,7 +407,7 @@ int za_cmd_shutdown(struct za_cli *cli, int argc, char **argv)
 	Zarray__Shutdown m = ZARRAY__SHUTDOWN__INIT;
 	int rc;
 
-	rc = parse_plain("shutdown", argc, argv);
+	rc = za_cli_parse_plain("shutdown", argc, argv);
 	if (rc >= 0)
 		return rc;
 	if (optind < argc) {
@@ -921,5 +416,5 @@ int za_cmd_shutdown(struct za_cli *cli, int argc, char **argv)
 	}
 	req.body_case = ZARRAY__REQUEST__BODY_SHUTDOWN;
 	req.shutdown = &m;
-	return simple(cli, "shutdown", &req, "zarrayd", "stopped");
+	return za_client_change(cli, "shutdown", &req, "zarrayd", "stopped");
 }

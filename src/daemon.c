@@ -1,41 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * daemon.c - the array service: control socket, command handlers, the
- * registry of running arrays, the state directory, watch streams.
+ * daemon.c - the array service's frame: start (directories, locks, the
+ * socket, the recorded arrays), run and stop; the requests of every
+ * connection, one command at a time; the registry of running arrays and
+ * their NBD exports.
  *
- * Requests come from rpc.c already decoded and version-checked; each
- * handler validates what it was sent (names, paths, enum values: nothing
- * from a socket is trusted), calls array.h and answers with the array
- * layer's one-line message and an ErrorCode mapped from its -errno.
- *
- * Array calls may run the loop themselves (synchronous superblock I/O),
- * so while one command runs others can arrive: every command but ping is
- * then parked in a FIFO and run, in order, once the current one returns.
- * No handler ever sees an array in the middle of another's change, and
- * the watch ticker skips its turn while a command runs.
+ * Requests come from rpc.c already decoded and version-checked, and go to
+ * their handlers through the command table (daemon-cmd.c). Array calls
+ * may run the loop themselves (synchronous superblock I/O), so while one
+ * command runs others can arrive: every command the table does not mark
+ * immediate (all but ping) is then parked in a FIFO and run, in order,
+ * once the current one returns. No handler ever sees an array in the
+ * middle of another's change, and the watch ticker skips its turn while
+ * a command runs.
  *
  * Every running array's volume is exported over NBD (export.c) on
  * RUNDIR/NAME.nbd, and on TCP when asked; the export stops before its
  * array does (no new commands, those in flight complete), so the array's
  * final flush covers everything a client was told was written.
  *
- * State: STATE/arrays/NAME.conf records each array this daemon created or
- * assembled (name, uuid, member paths, TCP address, where its scrub got
- * to; written to a temporary file, fsynced, renamed), so that the next
- * start assembles and exports it again and goes on with a scrub that was
- * running. `stop` and `destroy` remove the record; a shutdown (SIGTERM,
- * `zarray shutdown`) keeps it.
- *
- * Drive lifecycle (add, remove, replace), rebuild and scrub commands go
- * to array.c, which starts the background jobs; their progress reaches
- * `status` and `watch` through the array's job list.
+ * This file answers no command itself (daemon-cmd.c), builds no status
+ * message or watch stream (daemon-status.c) and neither reads nor writes
+ * the state records (daemon-record.c); a shutdown leaves them as they
+ * are, so that the next start assembles the same arrays.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
-#include "container.h"
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -49,75 +41,13 @@
 #include <ev.h>
 
 #include "array.h"
+#include "container.h"
+#include "daemon-int.h"
 #include "daemon.h"
 #include "export.h"
 #include "io.h"
 #include "log.h"
-#include "nbd.h"
 #include "rpc.h"
-#include "volume.h"
-
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "?"
-#endif
-
-#define D_MAX_PATH_BYTES 256 /* struct za_array_member_status.path */
-#define D_MAX_MEMBERS 1024 /* ZA_SB_MAX_MEMBERS */
-#define D_RECORD_LINE_BYTES 4096
-/* A file under one of our directories: the directory + a name. */
-#define D_FILE_BYTES (PATH_MAX + 384)
-
-struct d_array {
-	struct d_array *next;
-	struct za_daemon *d;
-	struct za_array *a;
-	struct za_export *exp; /* NULL: not exported (logged why) */
-	char name[ZA_SB_NAME_BYTES];
-	/* What the state record says: kept to rewrite it. */
-	char uuid[37];
-	char **paths;
-	unsigned nr_paths;
-	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "[HOST:]PORT", "": none */
-	/* The scrub's state as last told (za_array_set_scrub_saver). */
-	struct za_array_scrub_save scrub;
-	bool scrub_dirty; /* told, not written yet (at most 1 s late) */
-	ev_tstamp scrub_written; /* when the record was last written */
-};
-
-/* A connection waiting for something: a watch, a parked request, or the
- * answer to a shutdown. Holds a reference on the connection. */
-struct d_waiter {
-	struct d_waiter *next;
-	struct za_rpc_conn *c;
-	uint64_t id;
-	Zarray__Request *req; /* parked requests only */
-	char name[ZA_SB_NAME_BYTES]; /* watches only */
-};
-
-struct za_daemon {
-	struct za_io *io;
-	struct ev_loop *loop;
-	char socket_path[PATH_MAX];
-	char run_dir[PATH_MAX];
-	char state_dir[PATH_MAX];
-	char arrays_dir[PATH_MAX];
-	int sock_lock_fd, state_lock_fd;
-	gid_t gid; /* the zarray group; (gid_t)-1 if absent */
-	bool socket_made;
-	struct za_rpc_server *srv;
-	struct d_array *arrays;
-	struct d_waiter *watches;
-	struct d_waiter *parked_head, *parked_tail;
-	struct d_waiter *shutdown_waiters;
-	ev_timer watch_timer;
-	double watch_interval_s;
-	bool nbd_rx_thread;
-	ev_timer save_timer; /* records with a scrub position to write */
-	struct za_io_defer drain;
-	bool drain_queued;
-	bool busy; /* a command (or the start-up assembly) is running */
-	bool stopping;
-};
 
 bool za_daemon_name_valid(const char *name)
 {
@@ -137,7 +67,7 @@ bool za_daemon_name_valid(const char *name)
 }
 
 /* Member paths: absolute, printable, short enough for the array layer. */
-static bool path_valid(const char *path)
+bool za_daemon_path_valid(const char *path)
 {
 	size_t i, n = strlen(path);
 
@@ -149,7 +79,7 @@ static bool path_valid(const char *path)
 	return true;
 }
 
-static void fmt_uuid(const struct za_uuid *u, char out[37])
+void za_daemon_fmt_uuid(const struct za_uuid *u, char out[37])
 {
 	static const char hex[] = "0123456789abcdef";
 	int i, o = 0;
@@ -163,7 +93,9 @@ static void fmt_uuid(const struct za_uuid *u, char out[37])
 	out[o] = '\0';
 }
 
-static struct d_array *find_array(struct za_daemon *d, const char *name)
+/* ---- the registry of running arrays ---- */
+
+struct d_array *za_daemon_find_array(struct za_daemon *d, const char *name)
 {
 	struct d_array *e;
 
@@ -174,7 +106,7 @@ static struct d_array *find_array(struct za_daemon *d, const char *name)
 }
 
 /* Take @name out of the registry (the caller stops or destroys it). */
-static void unlink_array(struct za_daemon *d, struct d_array *e)
+void za_daemon_unlink_array(struct za_daemon *d, struct d_array *e)
 {
 	struct d_array **pp;
 
@@ -184,411 +116,6 @@ static void unlink_array(struct za_daemon *d, struct d_array *e)
 			return;
 		}
 	}
-}
-
-static const char *peer_str(struct za_rpc_conn *c, char *buf, size_t len)
-{
-	const struct za_rpc_peer *p = za_rpc_conn_peer(c);
-
-	snprintf(buf, len, "uid %u pid %d", (unsigned)p->uid, (int)p->pid);
-	return buf;
-}
-
-/* ---- status messages ---- */
-
-static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
-{
-	Zarray__JobStatus *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return NULL;
-	zarray__job_status__init(m);
-	m->kind = (Zarray__JobKind)j->kind;
-	m->state = (Zarray__JobState)j->state;
-	m->done_bytes = j->done_bytes;
-	m->total_bytes = j->total_bytes;
-	m->has_rate_bps = true;
-	m->rate_bps = j->rate_bps;
-	m->has_eta_s = true;
-	m->eta_s = j->eta_s;
-	if (j->state == ZA_JOB_DONE) {
-		m->has_columns_left = true;
-		m->columns_left = j->cols_left;
-		/* A static string: job messages free only themselves. */
-		if (j->error)
-			m->error = (char *)strerror(-j->error);
-	}
-	if (j->kind == ZA_JOB_SCRUB) {
-		m->has_position = true;
-		m->position = j->position;
-		m->has_start_position = true;
-		m->start_position = j->start_position;
-	}
-	return m;
-}
-
-static void jobs_free(Zarray__JobStatus **jobs, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(jobs[i]);
-	free(jobs);
-}
-
-/* Jobs of @st, only those of @kind unless it is 0. */
-static int jobs_msg_new(const struct za_array_status *st, enum za_job_kind kind,
-			Zarray__JobStatus ***out, size_t *n)
-{
-	Zarray__JobStatus **jobs;
-	unsigned i, nr = st->nr_jobs < ZA_ARRAY_MAX_JOBS ? st->nr_jobs :
-							   ZA_ARRAY_MAX_JOBS;
-
-	*n = 0;
-	jobs = calloc(nr ? nr : 1, sizeof(*jobs));
-	if (!jobs)
-		return -ENOMEM;
-	for (i = 0; i < nr; i++) {
-		if (kind && st->jobs[i].kind != kind)
-			continue;
-		jobs[*n] = job_msg_new(&st->jobs[i]);
-		if (!jobs[*n]) {
-			jobs_free(jobs, *n);
-			return -ENOMEM;
-		}
-		(*n)++;
-	}
-	*out = jobs;
-	return 0;
-}
-
-static void member_msg_free(Zarray__MemberStatus *m)
-{
-	if (!m)
-		return;
-	free(m->path);
-	free(m->uuid);
-	free(m);
-}
-
-static Zarray__MemberStatus *
-member_msg_new(const struct za_array_member_status *s)
-{
-	Zarray__MemberStatus *m = calloc(1, sizeof(*m));
-	char uuid[37];
-
-	if (!m)
-		return NULL;
-	zarray__member_status__init(m);
-	fmt_uuid(&s->uuid, uuid);
-	m->path = strndup(s->path, sizeof(s->path) - 1);
-	m->uuid = strdup(uuid);
-	if (!m->path || !m->uuid) {
-		member_msg_free(m);
-		return NULL;
-	}
-	m->index = s->idx;
-	m->state = (Zarray__MemberState)s->state;
-	m->size_bytes = s->size_bytes;
-	m->used_bytes = s->used_bytes;
-	m->err_read = s->err_read;
-	m->err_write = s->err_write;
-	m->err_checksum = s->err_checksum;
-	m->has_repaired_bytes = true;
-	m->repaired_bytes = s->repaired_bytes;
-	if (s->replaced_by >= 0) {
-		m->has_replaced_by = true;
-		m->replaced_by = (uint32_t)s->replaced_by;
-	}
-	m->has_read_bytes = m->has_written_bytes = true;
-	m->read_bytes = s->read_bytes;
-	m->written_bytes = s->written_bytes;
-	return m;
-}
-
-static Zarray__VolumeStatus *
-volume_msg_new(const struct za_array_volume_status *s)
-{
-	Zarray__VolumeStatus *m = calloc(1, sizeof(*m));
-
-	if (!m)
-		return NULL;
-	zarray__volume_status__init(m);
-	m->live_bytes = s->live_bytes;
-	m->read_bytes = s->read_bytes;
-	m->written_bytes = s->written_bytes;
-	m->flushes = s->flushes;
-	m->data_stripes = s->data_stripes;
-	m->padded_stripes = s->padded_stripes;
-	m->journal_writes = s->journal_writes;
-	m->gc_runs = s->gc_runs;
-	m->gc_idle_runs = s->gc_idle_runs;
-	m->gc_moved_bytes = s->gc_moved_bytes;
-	m->gc_freed_groups = s->gc_freed_groups;
-	m->writes_stalled = s->writes_stalled;
-	m->has_gc_active = true;
-	m->gc_active = s->gc_active;
-	m->map_extents = s->map_extents;
-	m->map_bytes = s->map_bytes;
-	m->checkpoints = s->checkpoints;
-	m->checkpoint_failures = s->checkpoint_failures;
-	m->checkpoint_seq = s->checkpoint_seq;
-	m->recovered_stripes = s->recovered_stripes;
-	return m;
-}
-
-/* The export's counters (export_stats in the status message). */
-static Zarray__ExportStatus *export_msg_new(const struct za_export *x)
-{
-	Zarray__ExportStatus *m = calloc(1, sizeof(*m));
-	struct za_nbd_stats st;
-
-	if (!m)
-		return NULL;
-	zarray__export_status__init(m);
-	za_export_stats(x, &st);
-	m->conns_open = st.conns_open;
-	m->conns_accepted = st.conns_accepted;
-	m->conns_refused = st.conns_refused;
-	m->handshakes = st.handshakes;
-	m->handshake_timeouts = st.handshake_timeouts;
-	m->protocol_errors = st.protocol_errors;
-	m->error_replies = st.errors;
-	m->read_bytes = st.read_bytes;
-	m->written_bytes = st.write_bytes;
-	m->trimmed_bytes = st.trim_bytes;
-	m->zeroed_bytes = st.zero_bytes;
-	m->inflight = st.inflight;
-	return m;
-}
-
-static void array_msg_free(Zarray__ArrayStatus *m)
-{
-	size_t i;
-
-	if (!m)
-		return;
-	free(m->export_stats);
-	for (i = 0; i < m->n_members; i++)
-		member_msg_free(m->members[i]);
-	free(m->members);
-	jobs_free(m->jobs, m->n_jobs);
-	free(m->volume);
-	free(m->name);
-	free(m->uuid);
-	free(m->export_uri);
-	free(m->export_tcp_uri);
-	free(m);
-}
-
-static Zarray__ArrayStatus *array_msg_new(const struct za_array_status *st)
-{
-	Zarray__ArrayStatus *m = calloc(1, sizeof(*m));
-	char uuid[37];
-	unsigned i;
-
-	if (!m)
-		return NULL;
-	zarray__array_status__init(m);
-	fmt_uuid(&st->uuid, uuid);
-	m->name = strndup(st->name, sizeof(st->name) - 1);
-	m->uuid = strdup(uuid);
-	if (!m->name || !m->uuid)
-		goto err;
-	m->state = (Zarray__ArrayState)st->state;
-	m->data = st->k;
-	m->parity = st->p;
-	m->chunk_bytes = st->chunk_bytes;
-	m->size_bytes = st->size_bytes;
-	m->has_max_size_bytes = true;
-	m->max_size_bytes = st->max_size_bytes;
-	m->used_bytes = st->used_bytes;
-	m->has_generation = true;
-	m->generation = st->generation;
-	if (st->nr_members) {
-		m->members = calloc(st->nr_members, sizeof(*m->members));
-		if (!m->members)
-			goto err;
-	}
-	for (i = 0; i < st->nr_members; i++) {
-		m->members[i] = member_msg_new(&st->members[i]);
-		if (!m->members[i])
-			goto err;
-		m->n_members++;
-	}
-	if (jobs_msg_new(st, 0, &m->jobs, &m->n_jobs) < 0)
-		goto err;
-	if (st->has_volume) {
-		m->volume = volume_msg_new(&st->vol);
-		if (!m->volume)
-			goto err;
-	}
-	return m;
-
-err:
-	array_msg_free(m);
-	return NULL;
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return k && k <= n && !strcmp(s + n - k, suffix);
-}
-
-/*
- * A member without a drive (failed, removed, missing) is known to the
- * array only by its superblock's path hint: the last ZA_SB_HINT_BYTES - 1
- * bytes of its path. Show the full path this daemon recorded for it
- * instead: the one recorded path that ends with the hint and is no other
- * member's (none, or several: the hint stays).
- */
-static void full_paths(const struct d_array *e, struct za_array_status *st)
-{
-	unsigned i, j, p, found = 0, n = 0;
-
-	for (i = 0; i < st->nr_members; i++) {
-		const char *hint = st->members[i].path;
-		bool recorded = false;
-
-		for (p = 0; p < e->nr_paths && !recorded; p++)
-			recorded = !strcmp(e->paths[p], hint);
-		if (recorded)
-			continue;
-		for (p = n = 0; p < e->nr_paths; p++) {
-			bool other = false;
-
-			if (!has_suffix(e->paths[p], hint))
-				continue;
-			for (j = 0; j < st->nr_members && !other; j++)
-				other = j != i && !strcmp(st->members[j].path,
-							  e->paths[p]);
-			if (!other) {
-				found = p;
-				n++;
-			}
-		}
-		if (n == 1)
-			snprintf(st->members[i].path,
-				 sizeof(st->members[i].path), "%s",
-				 e->paths[found]);
-	}
-}
-
-/* za_array_status() into a message; NULL on failure (logged). */
-static Zarray__ArrayStatus *status_of(struct d_array *e)
-{
-	struct za_array_status st;
-	Zarray__ArrayStatus *m;
-	int ret;
-
-	memset(&st, 0, sizeof(st));
-	ret = za_array_status(e->a, &st);
-	if (ret < 0) {
-		za_log_err("%s: status: %s", e->name, strerror(-ret));
-		free(st.members);
-		return NULL;
-	}
-	full_paths(e, &st);
-	m = array_msg_new(&st);
-	free(st.members);
-	if (m && e->exp) {
-		const char *tcp = za_export_tcp_uri(e->exp);
-
-		m->export_uri = strdup(za_export_uri(e->exp));
-		m->export_tcp_uri = tcp ? strdup(tcp) : NULL;
-		m->export_stats = export_msg_new(e->exp);
-		if (!m->export_uri || (tcp && !m->export_tcp_uri) ||
-		    !m->export_stats) {
-			array_msg_free(m);
-			return NULL;
-		}
-	}
-	return m;
-}
-
-/* ---- replies ---- */
-
-static void reply_done(struct za_rpc_conn *c, uint64_t id, const char *msg)
-{
-	Zarray__Response r;
-	Zarray__Done done;
-
-	zarray__response__init(&r);
-	zarray__done__init(&done);
-	done.message = (char *)msg;
-	r.id = id;
-	r.body_case = ZARRAY__RESPONSE__BODY_DONE;
-	r.done = &done;
-	za_rpc_reply(c, &r);
-}
-
-/* An array-layer failure: its line if it gave one, else strerror. */
-static void reply_array_err(struct za_rpc_conn *c, uint64_t id, int ret,
-			    const char *what, const char *err)
-{
-	za_rpc_reply_error(c, id, za_rpc_errno_code(ret), ret, "%s",
-			   err && *err ? err : what);
-}
-
-static void reply_not_found(struct za_rpc_conn *c, uint64_t id,
-			    const char *name)
-{
-	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
-			   "no array named '%s' is running", name);
-}
-
-/* Check the name a request carries; answers and returns false if bad. */
-static bool check_name(struct za_rpc_conn *c, uint64_t id, const char *name)
-{
-	if (za_daemon_name_valid(name))
-		return true;
-	za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
-			   "invalid array name '%.80s': use 1 to 63 of "
-			   "A-Z a-z 0-9 _ . -, not starting with - or .",
-			   name);
-	return false;
-}
-
-static bool check_paths(struct za_rpc_conn *c, uint64_t id, char *const *paths,
-			size_t n, size_t min)
-{
-	size_t i, j;
-
-	if (n < min) {
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL, "no devices given");
-		return false;
-	}
-	if (n > D_MAX_MEMBERS) {
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL, "%zu devices: at most %u", n,
-				   D_MAX_MEMBERS);
-		return false;
-	}
-	for (i = 0; i < n; i++) {
-		if (!path_valid(paths[i])) {
-			za_rpc_reply_error(
-				c, id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
-				"device path '%.80s' is not an absolute path "
-				"of fewer than %u printable characters",
-				paths[i], D_MAX_PATH_BYTES);
-			return false;
-		}
-	}
-	/* Quadratic, but n <= 1024 and this runs once per command. */
-	for (i = 0; i < n; i++) {
-		for (j = i + 1; j < n; j++) {
-			if (!strcmp(paths[i], paths[j])) {
-				za_rpc_reply_error(
-					c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
-					EINVAL, "%s is given twice", paths[i]);
-				return false;
-			}
-		}
-	}
-	return true;
 }
 
 static bool same_file(const struct stat *a, const struct stat *b)
@@ -604,8 +131,9 @@ static bool same_file(const struct stat *a, const struct stat *b)
  * with the array in *@arr and the member in *@mem; -1 if none. Each
  * array's status is taken once.
  */
-static int find_held(struct za_daemon *d, const struct stat *sp, size_t n,
-		     struct d_array **arr, struct za_array_member_status *mem)
+int za_daemon_find_held(struct za_daemon *d, const struct stat *sp, size_t n,
+			struct d_array **arr,
+			struct za_array_member_status *mem)
 {
 	struct za_array_status st;
 	struct d_array *e;
@@ -640,280 +168,7 @@ static int find_held(struct za_daemon *d, const struct stat *sp, size_t n,
 	return -1;
 }
 
-/*
- * A running array keeps its members' drives open and locked: to the array
- * layer a drive given again is only "in use by another process". Say
- * whose it is instead. Answers and returns false if one of @paths is an
- * online or draining member of a running array. A failed or removed
- * member's path is left to the array layer (a new drive may be there
- * now), as is a path that does not stat.
- */
-static bool check_not_held(struct za_daemon *d, struct za_rpc_conn *c,
-			   uint64_t id, char *const *paths, size_t n)
-{
-	struct za_array_member_status m;
-	struct d_array *e = NULL;
-	struct stat *sp;
-	size_t p;
-	int held;
-
-	sp = calloc(n ? n : 1, sizeof(*sp));
-	if (!sp)
-		return true; /* the array layer still refuses, less clearly */
-	for (p = 0; p < n; p++)
-		if (stat(paths[p], &sp[p]))
-			sp[p].st_mode = 0; /* matches nothing */
-	held = find_held(d, sp, n, &e, &m);
-	if (held >= 0)
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
-				   "%s is in use: member %u (%s) of the "
-				   "running array '%s'",
-				   paths[held], m.idx,
-				   za_member_state_str(m.state), e->name);
-	free(sp);
-	return held < 0;
-}
-
-/* ---- state directory ---- */
-
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-static int record_write(struct za_daemon *d, const struct d_array *e)
-{
-	const char *name = e->name;
-	char tmp[D_FILE_BYTES], path[D_FILE_BYTES];
-	unsigned i;
-	FILE *f;
-	int fd, ret = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", d->arrays_dir, name);
-	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		ret = -errno;
-		goto err;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		ret = -errno;
-		close(fd);
-		goto err_unlink;
-	}
-	fprintf(f,
-		"# zarrayd: assembled at start; written by zarrayd, which "
-		"rewrites it\nname %s\nuuid %s\n",
-		name, e->uuid);
-	for (i = 0; i < e->nr_paths; i++)
-		fprintf(f, "member %s\n", e->paths[i]);
-	if (e->tcp[0])
-		fprintf(f, "tcp %s\n", e->tcp);
-	/* Where a scrub got to: resumed at the next start if running. */
-	if (e->scrub.running || e->scrub.position)
-		fprintf(f, "scrub %s %llu %llu\n",
-			e->scrub.running ? "running" : "stopped",
-			(unsigned long long)e->scrub.position,
-			(unsigned long long)e->scrub.rate_bps);
-	if (fflush(f) != 0 || fsync(fd) < 0) {
-		ret = -errno;
-		fclose(f);
-		goto err_unlink;
-	}
-	if (fclose(f) != 0) {
-		ret = -errno;
-		goto err_unlink;
-	}
-	if (rename(tmp, path) < 0) {
-		ret = -errno;
-		goto err_unlink;
-	}
-	ret = fsync_dir(d->arrays_dir);
-	if (ret < 0)
-		goto err;
-	return 0;
-
-err_unlink:
-	unlink(tmp);
-err:
-	za_log_err("%s: cannot record array %s for the next start: %s", path,
-		   name, strerror(-ret));
-	return ret;
-}
-
-static void record_remove(struct za_daemon *d, const char *name)
-{
-	char path[D_FILE_BYTES];
-
-	snprintf(path, sizeof(path), "%s/%s.conf", d->arrays_dir, name);
-	if (unlink(path) < 0 && errno != ENOENT) {
-		za_log_err("%s: cannot remove: %s", path, strerror(errno));
-		return;
-	}
-	fsync_dir(d->arrays_dir);
-}
-
-struct record {
-	char name[ZA_SB_NAME_BYTES];
-	char *paths[D_MAX_MEMBERS];
-	unsigned nr_paths;
-	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
-	struct za_array_scrub_save scrub; /* zero: no scrub line */
-};
-
-/* Digits only, up to the next space or the end; *@s moves past them. */
-static int u64_parse(const char **s, uint64_t *out)
-{
-	const char *p = *s;
-	uint64_t v = 0;
-
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++)
-		if (__builtin_mul_overflow(v, 10, &v) ||
-		    __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-			return -ERANGE;
-	*s = p;
-	*out = v;
-	return 0;
-}
-
-/* "running|stopped POSITION RATE" of a scrub line. Returns 0 or -EINVAL. */
-static int scrub_parse(const char *s, struct za_array_scrub_save *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!strncmp(s, "running ", 8))
-		out->running = true;
-	else if (strncmp(s, "stopped ", 8))
-		return -EINVAL;
-	s += 8;
-	if (u64_parse(&s, &out->position) < 0 || *s++ != ' ' ||
-	    u64_parse(&s, &out->rate_bps) < 0 || *s) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void record_free(struct record *r)
-{
-	unsigned i;
-
-	for (i = 0; i < r->nr_paths; i++)
-		free(r->paths[i]);
-	r->nr_paths = 0;
-}
-
-/*
- * Read STATE/arrays/@file. Its contents are checked like anything read
- * from outside: bounded lines, a valid name matching the file name,
- * absolute member paths, at most D_MAX_MEMBERS of them.
- */
-static int record_read(struct za_daemon *d, const char *file, struct record *r)
-{
-	char path[D_FILE_BYTES], line[D_RECORD_LINE_BYTES];
-	size_t flen = strlen(file) - strlen(".conf");
-	unsigned lineno = 0;
-	FILE *f;
-	int ret = -EBADMSG;
-
-	memset(r, 0, sizeof(*r));
-	snprintf(path, sizeof(path), "%s/%s", d->arrays_dir, file);
-	f = fopen(path, "re");
-	if (!f) {
-		ret = -errno;
-		za_log_err("%s: %s", path, strerror(errno));
-		return ret;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-
-		lineno++;
-		if (n == 0 || line[n - 1] != '\n') {
-			za_log_err("%s:%u: line too long or unterminated", path,
-				   lineno);
-			goto err;
-		}
-		line[n - 1] = '\0';
-		if (line[0] == '#' || line[0] == '\0')
-			continue;
-		if (!strncmp(line, "name ", 5)) {
-			if (!za_daemon_name_valid(line + 5) ||
-			    strlen(line + 5) != flen ||
-			    strncmp(line + 5, file, flen)) {
-				za_log_err("%s:%u: bad name or not the file's "
-					   "name",
-					   path, lineno);
-				goto err;
-			}
-			snprintf(r->name, sizeof(r->name), "%.63s", line + 5);
-		} else if (!strncmp(line, "member ", 7)) {
-			if (!path_valid(line + 7) ||
-			    r->nr_paths >= D_MAX_MEMBERS) {
-				za_log_err("%s:%u: bad member path or too many",
-					   path, lineno);
-				goto err;
-			}
-			r->paths[r->nr_paths] = strdup(line + 7);
-			if (!r->paths[r->nr_paths]) {
-				ret = -ENOMEM;
-				goto err;
-			}
-			r->nr_paths++;
-		} else if (!strncmp(line, "tcp ", 4)) {
-			char host[ZA_EXPORT_HOST_BYTES], port[8];
-
-			if (za_export_parse_tcp(line + 4, host, port) < 0) {
-				za_log_err("%s:%u: bad TCP address", path,
-					   lineno);
-				goto err;
-			}
-			/* parse_tcp bounded its length */
-			snprintf(r->tcp, sizeof(r->tcp), "%.*s",
-				 (int)sizeof(r->tcp) - 1, line + 4);
-		} else if (!strncmp(line, "scrub ", 6)) {
-			/* Not worth refusing the array over: the scrub
-			 * starts from the beginning next time. */
-			if (scrub_parse(line + 6, &r->scrub) < 0)
-				za_log_warn("%s:%u: bad scrub state ignored",
-					    path, lineno);
-		} else if (strncmp(line, "uuid ", 5)) {
-			/* Written by a newer zarrayd: keep going. */
-			za_log_warn("%s:%u: unknown line ignored", path,
-				    lineno);
-		}
-	}
-	if (ferror(f) || !r->name[0] || !r->nr_paths) {
-		za_log_err("%s: no name or no member", path);
-		goto err;
-	}
-	fclose(f);
-	return 0;
-
-err:
-	fclose(f);
-	record_free(r);
-	return ret;
-}
-
-static int conf_filter(const struct dirent *de)
-{
-	size_t n = strlen(de->d_name);
-
-	return de->d_name[0] != '.' && n > 5 &&
-	       !strcmp(de->d_name + n - 5, ".conf");
-}
-
-static void d_array_free(struct d_array *e)
+void za_daemon_array_free(struct d_array *e)
 {
 	unsigned i;
 
@@ -924,56 +179,12 @@ static void d_array_free(struct d_array *e)
 }
 
 /*
- * The array's scrub moved on, started or ended: record it. A position
- * alone is written at most once a second (a rename and two fsyncs each
- * time; a restart then re-checks at most a second's worth of segments),
- * everything else at once: a run that ends, or is cut short by a stop,
- * must be on disk before the daemon exits.
- */
-static void on_scrub_save(void *priv, const struct za_array_scrub_save *s)
-{
-	struct d_array *e = priv;
-	struct za_daemon *d = e->d;
-	ev_tstamp now = ev_now(d->loop);
-
-	e->scrub = *s;
-	e->scrub.progress = false;
-	if (s->progress && now - e->scrub_written < 1.0) {
-		e->scrub_dirty = true;
-		if (!ev_is_active(&d->save_timer)) {
-			ev_timer_set(&d->save_timer, 1.0, 0.0);
-			ev_timer_start(d->loop, &d->save_timer);
-		}
-		return;
-	}
-	e->scrub_dirty = false;
-	e->scrub_written = now;
-	record_write(d, e);
-}
-
-static void save_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct za_daemon *d = t->data;
-	struct d_array *e;
-
-	(void)loop;
-	(void)revents;
-	for (e = d->arrays; e; e = e->next) {
-		if (!e->scrub_dirty)
-			continue;
-		e->scrub_dirty = false;
-		e->scrub_written = ev_now(d->loop);
-		record_write(d, e);
-	}
-}
-
-/*
  * Track @a, started from @paths, under @name; *@out is NULL (and @a
  * stopped) if that fails. The export is started separately.
  */
-static void register_array(struct za_daemon *d, struct za_array *a,
-			   const char *name, char *const *paths, unsigned n,
-			   struct d_array **out)
+void za_daemon_register_array(struct za_daemon *d, struct za_array *a,
+			      const char *name, char *const *paths, unsigned n,
+			      struct d_array **out)
 {
 	struct d_array *e = calloc(1, sizeof(*e));
 	struct za_array_status st;
@@ -989,7 +200,7 @@ static void register_array(struct za_daemon *d, struct za_array *a,
 	}
 	memset(&st, 0, sizeof(st));
 	if (za_array_status(a, &st) == 0)
-		fmt_uuid(&st.uuid, e->uuid);
+		za_daemon_fmt_uuid(&st.uuid, e->uuid);
 	else
 		snprintf(e->uuid, sizeof(e->uuid), "unknown");
 	free(st.members);
@@ -998,7 +209,7 @@ static void register_array(struct za_daemon *d, struct za_array *a,
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->next = d->arrays;
 	d->arrays = e;
-	za_array_set_scrub_saver(a, on_scrub_save, e);
+	za_array_set_scrub_saver(a, za_daemon_record_scrub, e);
 	*out = e;
 	return;
 
@@ -1006,7 +217,7 @@ err:
 	/* Cannot track it: do not leave it running unmanaged. */
 	za_log_err("%s: out of memory; stopping it", name);
 	if (e)
-		d_array_free(e);
+		za_daemon_array_free(e);
 	za_array_stop(a);
 	*out = NULL;
 }
@@ -1016,8 +227,8 @@ err:
  * NULL (remembered in @e for the state record). Returns 0 or -errno with
  * @err set; the Unix export may be up even when TCP failed.
  */
-static int export_start(struct za_daemon *d, struct d_array *e, const char *tcp,
-			char *err, size_t errlen)
+int za_daemon_export_start(struct za_daemon *d, struct d_array *e,
+			   const char *tcp, char *err, size_t errlen)
 {
 	struct za_volume *vol = za_array_volume(e->a);
 	struct za_export_params xp = { 0 };
@@ -1074,1061 +285,38 @@ static void exports_shutdown(struct d_array *list)
 }
 
 /* The export first (its commands finish), then the array (flush). */
-static int array_stop(struct d_array *e, bool destroy)
+int za_daemon_array_stop(struct d_array *e, bool destroy)
 {
 	za_export_free(e->exp);
 	e->exp = NULL;
 	return destroy ? za_array_destroy(e->a) : za_array_stop(e->a);
 }
 
-/* Assemble what the state directory lists; failures are only logged. */
-/*
- * Assemble a recorded array from the recorded paths that still exist: a
- * pulled drive's node is gone, and the array must come up degraded
- * without it (its member is then missing), not stay down. A path that
- * exists but is not the drive it was is sorted out by the superblocks.
- */
-static int assemble_record(struct za_daemon *d, const struct record *r,
-			   struct za_array **a, char *err, size_t errlen)
-{
-	const char **paths =
-		calloc(r->nr_paths ? r->nr_paths : 1, sizeof(*paths));
-	unsigned i, n = 0;
-	int ret;
+/* ---- requests, one command at a time ---- */
 
-	if (!paths)
-		return -ENOMEM;
-	for (i = 0; i < r->nr_paths; i++) {
-		struct za_array_member_status m;
-		struct d_array *e;
-		struct stat sp;
-
-		if (access(r->paths[i], F_OK) < 0 && errno == ENOENT) {
-			za_log_warn("%s: %s is gone: assembling without it",
-				    r->name, r->paths[i]);
-			continue;
-		}
-		/* Removed from this array, and since a member of one that
-		 * is running: not this array's, and locked by the other. */
-		if (!stat(r->paths[i], &sp) &&
-		    find_held(d, &sp, 1, &e, &m) >= 0) {
-			za_log_info("%s: %s is member %u of '%s' now: "
-				    "assembling without it",
-				    r->name, r->paths[i], m.idx, e->name);
-			continue;
-		}
-		paths[n++] = r->paths[i];
-	}
-	ret = n ? za_array_assemble(d->io, r->name, paths, n, a, err, errlen) :
-		  -ENOENT;
-	if (!n)
-		snprintf(err, errlen, "none of its recorded drives exists");
-	free(paths);
-	return ret;
-}
-
-static void assemble_recorded(struct za_daemon *d)
-{
-	struct dirent **list;
-	int i, n;
-
-	n = scandir(d->arrays_dir, &list, conf_filter, alphasort);
-	if (n < 0) {
-		za_log_err("%s: %s", d->arrays_dir, strerror(errno));
-		return;
-	}
-	for (i = 0; i < n; i++) {
-		struct za_array *a = NULL;
-		struct d_array *e;
-		struct record r;
-		char err[256] = "";
-		int ret;
-
-		if (record_read(d, list[i]->d_name, &r) < 0) {
-			free(list[i]);
-			continue;
-		}
-		free(list[i]);
-		if (find_array(d, r.name)) {
-			record_free(&r);
-			continue;
-		}
-		ret = assemble_record(d, &r, &a, err, sizeof(err));
-		if (ret < 0) {
-			za_log_err("%s: not assembled at start: %s", r.name,
-				   *err ? err : strerror(-ret));
-			record_free(&r);
-			continue;
-		}
-		register_array(d, a, r.name, r.paths, r.nr_paths, &e);
-		if (e) {
-			za_log_info("%s: assembled from %u recorded "
-				    "devices",
-				    r.name, r.nr_paths);
-			/* Kept even if it cannot listen now: it is wanted. */
-			snprintf(e->tcp, sizeof(e->tcp), "%s", r.tcp);
-			if (export_start(d, e, r.tcp, err, sizeof(err)) < 0)
-				za_log_err("%s: not exported: %s", r.name, err);
-			/* A scrub that was running goes on where it got to. */
-			e->scrub = r.scrub;
-			if ((r.scrub.running || r.scrub.position) &&
-			    za_array_scrub_restore(a, &r.scrub, err,
-						   sizeof(err)) < 0)
-				za_log_err("%s: scrub not resumed: %s", r.name,
-					   err);
-		}
-		record_free(&r);
-	}
-	free(list);
-}
-
-/* ---- watches ---- */
-
-static void waiter_free(struct d_waiter *w)
+void za_daemon_waiter_free(struct d_waiter *w)
 {
 	za_rpc_conn_put(w->c);
 	za_rpc_request_free(w->req);
 	free(w);
 }
 
-static bool job_active(const Zarray__JobStatus *j)
-{
-	return j->state == ZARRAY__JOB_STATE__JOB_RUNNING ||
-	       j->state == ZARRAY__JOB_STATE__JOB_PAUSED;
-}
-
-/*
- * Send @w the current state of its array. Returns true when that was the
- * final response (no job left running or paused, or the array is gone).
- */
-static bool watch_push(struct za_daemon *d, struct d_waiter *w)
-{
-	struct d_array *e = find_array(d, w->name);
-	Zarray__ArrayStatus *st;
-	Zarray__Response r;
-	Zarray__Event ev;
-	bool active = false;
-	size_t i;
-
-	if (!e) {
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
-				   "array '%s' is no longer running", w->name);
-		return true;
-	}
-	st = status_of(e);
-	if (!st) {
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
-				   "%s: cannot read its status", w->name);
-		return true;
-	}
-	for (i = 0; i < st->n_jobs; i++)
-		active |= job_active(st->jobs[i]);
-	zarray__response__init(&r);
-	zarray__event__init(&ev);
-	ev.name = st->name;
-	ev.state = st->state;
-	ev.n_jobs = st->n_jobs;
-	ev.jobs = st->jobs;
-	r.id = w->id;
-	r.has_more = true;
-	r.more = active;
-	r.body_case = ZARRAY__RESPONSE__BODY_EVENT;
-	r.event = &ev;
-	za_rpc_reply(w->c, &r);
-	array_msg_free(st);
-	return !active;
-}
-
-static void watch_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct za_daemon *d = t->data;
-	struct d_waiter *list, *w;
-
-	(void)loop;
-	(void)revents;
-	if (d->busy)
-		return; /* an array may be changing; next tick */
-	/*
-	 * Detach the list: a reply can close its connection, and on_closed()
-	 * then edits d->watches; it must not free the entry we hold.
-	 */
-	list = d->watches;
-	d->watches = NULL;
-	while ((w = list)) {
-		list = w->next;
-		if (!za_rpc_conn_alive(w->c) || watch_push(d, w) ||
-		    !za_rpc_conn_alive(w->c)) {
-			waiter_free(w);
-			continue;
-		}
-		w->next = d->watches;
-		d->watches = w;
-	}
-	if (!d->watches)
-		ev_timer_stop(d->loop, &d->watch_timer);
-}
-
-/* End the watches of @name with an error (the array is going away). */
-static void watches_end(struct za_daemon *d, const char *name, const char *why)
-{
-	struct d_waiter **pp = &d->watches, *ending = NULL, *w;
-
-	/* Unlink first, reply after: see watch_tick_cb(). */
-	while (*pp) {
-		w = *pp;
-		if (strcmp(w->name, name)) {
-			pp = &w->next;
-			continue;
-		}
-		*pp = w->next;
-		w->next = ending;
-		ending = w;
-	}
-	while ((w = ending)) {
-		ending = w->next;
-		za_rpc_reply_error(w->c, w->id,
-				   ZARRAY__ERROR_CODE__ERR_NOT_FOUND, ENOENT,
-				   "array '%s' %s", name, why);
-		waiter_free(w);
-	}
-	if (!d->watches)
-		ev_timer_stop(d->loop, &d->watch_timer);
-}
-
-/* ---- handlers ---- */
-
-static void h_ping(struct za_daemon *d, struct za_rpc_conn *c,
-		   const Zarray__Request *req)
-{
-	Zarray__Response r;
-	Zarray__Pong pong;
-
-	(void)d;
-	zarray__response__init(&r);
-	zarray__pong__init(&pong);
-	pong.daemon_version = (char *)PACKAGE_VERSION;
-	pong.has_protocol_version = true;
-	pong.protocol_version = ZA_RPC_VERSION;
-	r.id = req->id;
-	r.body_case = ZARRAY__RESPONSE__BODY_PONG;
-	r.pong = &pong;
-	za_rpc_reply(c, &r);
-}
-
-static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
-		     const Zarray__Request *req)
-{
-	const Zarray__Create *m = req->create;
-	struct za_array_create_params p;
-	struct za_array *a = NULL;
-	struct d_array *e;
-	Zarray__Response r;
-	Zarray__Created created;
-	char err[256] = "", xerr[256] = "", peer[64];
-	char host[ZA_EXPORT_HOST_BYTES], port[8];
-	int ret;
-
-	if (!check_name(c, req->id, m->name) ||
-	    !check_paths(c, req->id, m->paths, m->n_paths, 1))
-		return;
-	if (m->k < 1 || m->p < 1 || m->k + m->p > 255) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "geometry %u+%u: data and parity must be at "
-				   "least 1 and add up to at most 255",
-				   m->k, m->p);
-		return;
-	}
-	if (m->n_paths < (size_t)m->k + m->p) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "too few devices: %u+%u needs at least %u, "
-				   "%zu given",
-				   m->k, m->p, m->k + m->p, m->n_paths);
-		return;
-	}
-	/* 0 means "the default" to the array layer: a 0 given is an error. */
-	if (m->has_chunk_bytes && !m->chunk_bytes) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "--chunk 0: the chunk size must be a power "
-				   "of two from 4 KiB to 1 MiB");
-		return;
-	}
-	if (m->has_size_bytes && !m->size_bytes) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "--size 0: the volume size must be a "
-				   "multiple of 4 KiB above 0 (without --size: "
-				   "what the devices hold)");
-		return;
-	}
-	if (m->tcp && za_export_parse_tcp(m->tcp, host, port) < 0) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "bad TCP address '%.80s': want [HOST:]PORT",
-				   m->tcp);
-		return;
-	}
-	if (find_array(d, m->name)) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
-				   EEXIST, "an array named '%s' is running",
-				   m->name);
-		return;
-	}
-	if (!check_not_held(d, c, req->id, m->paths, m->n_paths))
-		return;
-	za_log_info("%s: create %u+%u on %zu devices%s%s%s (%s)", m->name, m->k,
-		    m->p, m->n_paths,
-		    m->has_force && m->force ? ", forced" : "",
-		    m->tcp ? ", TCP " : "", m->tcp ? m->tcp : "",
-		    peer_str(c, peer, sizeof(peer)));
-	memset(&p, 0, sizeof(p));
-	p.name = m->name;
-	p.k = m->k;
-	p.p = m->p;
-	p.chunk_bytes = m->has_chunk_bytes ? m->chunk_bytes : 0;
-	p.size_bytes = m->has_size_bytes ? m->size_bytes : 0;
-	p.paths = (const char *const *)m->paths;
-	p.nr_paths = (unsigned)m->n_paths;
-	p.force = m->has_force && m->force;
-	ret = za_array_create(d->io, &p, &a, err, sizeof(err));
-	if (ret < 0) {
-		za_log_warn("%s: create failed: %s", m->name,
-			    *err ? err : strerror(-ret));
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
-	if (!e) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "%s: out of memory", m->name);
-		return;
-	}
-	/* The array exists now whatever the export does: say both. */
-	if (export_start(d, e, m->tcp, xerr, sizeof(xerr)) < 0)
-		za_log_err("%s: created, but not exported: %s", m->name, xerr);
-	record_write(d, e);
-	zarray__response__init(&r);
-	zarray__created__init(&created);
-	created.name = m->name;
-	created.uuid = e->uuid;
-	if (*xerr)
-		created.export_error = xerr;
-	else if (m->tcp)
-		created.export_uri = (char *)za_export_tcp_uri(e->exp);
-	else
-		created.export_uri = (char *)za_export_uri(e->exp);
-	r.id = req->id;
-	r.body_case = ZARRAY__RESPONSE__BODY_CREATED;
-	r.created = &created;
-	za_rpc_reply(c, &r);
-}
-
-static void reply_arrays(struct za_rpc_conn *c, uint64_t id,
-			 Zarray__ArrayStatus **arr, size_t n)
-{
-	Zarray__Response r;
-	Zarray__ArrayList list;
-
-	zarray__response__init(&r);
-	zarray__array_list__init(&list);
-	list.n_arrays = n;
-	list.arrays = arr;
-	r.id = id;
-	r.body_case = ZARRAY__RESPONSE__BODY_ARRAYS;
-	r.arrays = &list;
-	za_rpc_reply(c, &r);
-}
-
-static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
-		       const Zarray__Request *req)
-{
-	const Zarray__Assemble *m = req->assemble;
-	Zarray__ArrayStatus *st;
-	struct za_array *a = NULL;
-	struct d_array *e;
-	char err[256] = "", peer[64];
-	int ret;
-
-	if (!check_name(c, req->id, m->name) ||
-	    !check_paths(c, req->id, m->paths, m->n_paths, 1))
-		return;
-	if (find_array(d, m->name)) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_EXISTS,
-				   EEXIST, "array '%s' is already running",
-				   m->name);
-		return;
-	}
-	if (!check_not_held(d, c, req->id, m->paths, m->n_paths))
-		return;
-	za_log_info("%s: assemble from %zu devices (%s)", m->name, m->n_paths,
-		    peer_str(c, peer, sizeof(peer)));
-	ret = za_array_assemble(d->io, m->name, (const char *const *)m->paths,
-				(unsigned)m->n_paths, &a, err, sizeof(err));
-	if (ret < 0) {
-		za_log_warn("%s: assemble failed: %s", m->name,
-			    *err ? err : strerror(-ret));
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	register_array(d, a, m->name, m->paths, (unsigned)m->n_paths, &e);
-	if (!e) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "%s: out of memory", m->name);
-		return;
-	}
-	/* Not exported shows as no URI in the status it is answered. */
-	if (export_start(d, e, NULL, err, sizeof(err)) < 0)
-		za_log_err("%s: assembled, but not exported: %s", m->name, err);
-	record_write(d, e);
-	st = status_of(e);
-	if (!st) {
-		reply_done(c, req->id, "assembled");
-		return;
-	}
-	reply_arrays(c, req->id, &st, 1);
-	array_msg_free(st);
-}
-
-static void h_stop(struct za_daemon *d, struct za_rpc_conn *c,
-		   const Zarray__Request *req)
-{
-	const char *name = req->stop->name;
-	struct d_array *e;
-	char peer[64];
-	int ret;
-
-	if (!check_name(c, req->id, name))
-		return;
-	e = find_array(d, name);
-	if (!e) {
-		reply_not_found(c, req->id, name);
-		return;
-	}
-	za_log_info("%s: stop (%s)", name, peer_str(c, peer, sizeof(peer)));
-	unlink_array(d, e);
-	/* Its record goes: nothing more to save in it. */
-	za_array_set_scrub_saver(e->a, NULL, NULL);
-	watches_end(d, name, "was stopped");
-	ret = array_stop(e, false);
-	d_array_free(e);
-	record_remove(d, name);
-	if (ret < 0) {
-		za_log_err("%s: stop: %s", name, strerror(-ret));
-		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
-				   "%s: stopped, but flushing failed: %s", name,
-				   strerror(-ret));
-		return;
-	}
-	reply_done(c, req->id, "stopped");
-}
-
-static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
-		      const Zarray__Request *req)
-{
-	const Zarray__Destroy *m = req->destroy;
-	bool force = m->has_force && m->force;
-	struct za_array_status st;
-	struct d_array *e;
-	char peer[64], sz[32];
-	int ret;
-
-	if (!check_name(c, req->id, m->name))
-		return;
-	e = find_array(d, m->name);
-	if (!e) {
-		reply_not_found(c, req->id, m->name);
-		return;
-	}
-	if (!force) {
-		memset(&st, 0, sizeof(st));
-		ret = za_array_status(e->a, &st);
-		free(st.members);
-		if (ret < 0 || st.used_bytes) {
-			if (ret < 0)
-				snprintf(sz, sizeof(sz), "an unknown amount");
-			else
-				za_fmt_size(st.used_bytes, sz, sizeof(sz));
-			za_rpc_reply_error(c, req->id,
-					   ZARRAY__ERROR_CODE__ERR_BUSY, EBUSY,
-					   "%s holds %s of data; use --force "
-					   "to destroy it",
-					   m->name, sz);
-			return;
-		}
-	}
-	za_log_info("%s: destroy%s (%s)", m->name, force ? ", forced" : "",
-		    peer_str(c, peer, sizeof(peer)));
-	unlink_array(d, e);
-	za_array_set_scrub_saver(e->a, NULL, NULL);
-	watches_end(d, m->name, "was destroyed");
-	ret = array_stop(e, true);
-	d_array_free(e);
-	record_remove(d, m->name);
-	if (ret < 0) {
-		za_log_err("%s: destroy: %s", m->name, strerror(-ret));
-		za_rpc_reply_error(c, req->id, za_rpc_errno_code(ret), ret,
-				   "%s: stopped, but clearing its superblocks "
-				   "failed: %s",
-				   m->name, strerror(-ret));
-		return;
-	}
-	reply_done(c, req->id, "destroyed");
-}
-
-/* list and status: every array, or the one named. */
-static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
-		     const Zarray__Request *req, const char *name)
-{
-	Zarray__ArrayStatus **arr;
-	struct d_array *e;
-	size_t n = 0, i;
-
-	if (name) {
-		if (!check_name(c, req->id, name))
-			return;
-		if (!find_array(d, name)) {
-			reply_not_found(c, req->id, name);
-			return;
-		}
-	}
-	for (e = d->arrays; e; e = e->next)
-		n++;
-	arr = calloc(n ? n : 1, sizeof(*arr));
-	if (!arr)
-		goto err;
-	n = 0;
-	for (e = d->arrays; e; e = e->next) {
-		if (name && strcmp(e->name, name))
-			continue;
-		arr[n] = status_of(e);
-		if (!arr[n])
-			goto err_free;
-		n++;
-	}
-	reply_arrays(c, req->id, arr, n);
-	for (i = 0; i < n; i++)
-		array_msg_free(arr[i]);
-	free(arr);
-	return;
-
-err_free:
-	for (i = 0; i < n; i++)
-		array_msg_free(arr[i]);
-	free(arr);
-err:
-	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL, ENOMEM,
-			   "cannot read the arrays' status");
-}
-
-/* Find the array a request names; answers and returns NULL if none. */
-static struct d_array *named(struct za_daemon *d, struct za_rpc_conn *c,
-			     uint64_t id, const char *name)
-{
-	struct d_array *e;
-
-	if (!check_name(c, id, name))
-		return NULL;
-	e = find_array(d, name);
-	if (!e)
-		reply_not_found(c, id, name);
-	return e;
-}
-
-static void h_fail(struct za_daemon *d, struct za_rpc_conn *c,
-		   const Zarray__Request *req)
-{
-	const Zarray__Fail *m = req->fail;
-	struct d_array *e = named(d, c, req->id, m->name);
-	char err[256] = "", peer[64];
-	int ret;
-
-	if (!e || !check_paths(c, req->id, &m->path, 1, 1))
-		return;
-	za_log_info("%s: fail %s (%s)", m->name, m->path,
-		    peer_str(c, peer, sizeof(peer)));
-	ret = za_array_fail(e->a, m->path, err, sizeof(err));
-	if (ret < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	reply_done(c, req->id, "marked failed");
-}
-
-/* Testing only (zarrayd --fault-injection): set a member's faults. */
-static void h_debug_inject(struct za_daemon *d, struct za_rpc_conn *c,
-			   const Zarray__Request *req)
-{
-	const Zarray__DebugInject *m = req->debug_inject;
-	struct d_array *e = named(d, c, req->id, m->name);
-	char err[256] = "", peer[64];
-	size_t i, n = strlen(m->spec);
-	int ret;
-
-	if (!e || !check_paths(c, req->id, &m->path, 1, 1))
-		return;
-	for (i = 0; i < n && m->spec[i] > ' ' && m->spec[i] < 0x7f; i++)
-		;
-	if (!n || n > 256 || i < n) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "a fault spec is 1-256 printable "
-				   "characters without spaces");
-		return;
-	}
-	za_log_info("%s: debug inject %s %s (%s)", m->name, m->path, m->spec,
-		    peer_str(c, peer, sizeof(peer)));
-	ret = za_array_inject(e->a, m->path, m->spec, err, sizeof(err));
-	if (ret < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	reply_done(c, req->id, "faults set");
-}
-
-static void h_grow(struct za_daemon *d, struct za_rpc_conn *c,
-		   const Zarray__Request *req)
-{
-	const Zarray__Grow *m = req->grow;
-	struct d_array *e = named(d, c, req->id, m->name);
-	struct za_volume *vol;
-	char err[256] = "", peer[64];
-	Zarray__Response r;
-	Zarray__Grown grown;
-	uint64_t old;
-	int ret;
-
-	if (!e)
-		return;
-	vol = za_array_volume(e->a);
-	old = vol ? za_volume_size(vol) : 0;
-	za_log_info("%s: grow to %llu bytes (%s)", m->name,
-		    (unsigned long long)m->size_bytes,
-		    peer_str(c, peer, sizeof(peer)));
-	/* The size lives in the superblocks: nothing to record here. */
-	ret = za_array_grow(e->a, m->size_bytes, err, sizeof(err));
-	if (ret < 0) {
-		za_log_warn("%s: grow failed: %s", m->name,
-			    *err ? err : strerror(-ret));
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	zarray__response__init(&r);
-	zarray__grown__init(&grown);
-	grown.name = e->name;
-	grown.old_size_bytes = old;
-	grown.size_bytes = vol ? za_volume_size(vol) : m->size_bytes;
-	r.id = req->id;
-	r.body_case = ZARRAY__RESPONSE__BODY_GROWN;
-	r.grown = &grown;
-	za_rpc_reply(c, &r);
-}
-
-/* Remember new member paths in the array's state record. */
-static void record_add_paths(struct za_daemon *d, struct d_array *e,
-			     char *const *paths, size_t n)
-{
-	char **np = realloc(e->paths, (e->nr_paths + n) * sizeof(*np));
-	size_t i;
-
-	if (!np)
-		return; /* the record stays as it was: logged below */
-	e->paths = np;
-	for (i = 0; i < n; i++) {
-		size_t j;
-		bool known = false;
-
-		/* A removed member's drive added again is recorded once. */
-		for (j = 0; j < e->nr_paths && !known; j++)
-			known = !strcmp(e->paths[j], paths[i]);
-		if (known)
-			continue;
-		e->paths[e->nr_paths] = strdup(paths[i]);
-		if (e->paths[e->nr_paths])
-			e->nr_paths++;
-	}
-	record_write(d, e);
-}
-
-enum d_member_op { D_ADD, D_REMOVE, D_REPLACE };
-
-static void h_members(struct za_daemon *d, struct za_rpc_conn *c,
-		      const Zarray__Request *req, const char *name,
-		      char *const *paths, size_t n, enum d_member_op op)
-{
-	struct d_array *e = named(d, c, req->id, name);
-	char err[256] = "", peer[64];
-	int ret;
-
-	if (!e || !check_paths(c, req->id, paths, n, op == D_REPLACE ? 2 : 1))
-		return;
-	/* The drives that join: every one added, NEW of a replace. */
-	if ((op == D_ADD && !check_not_held(d, c, req->id, paths, n)) ||
-	    (op == D_REPLACE && !check_not_held(d, c, req->id, paths + 1, 1)))
-		return;
-	za_log_info("%s: %s %s%s%s (%s)", name,
-		    op == D_ADD	   ? "add" :
-		    op == D_REMOVE ? "remove" :
-				     "replace",
-		    paths[0], n > 1 ? " ..." : "", "",
-		    peer_str(c, peer, sizeof(peer)));
-	switch (op) {
-	case D_ADD:
-		ret = za_array_add(e->a, (const char *const *)paths,
-				   (unsigned)n, err, sizeof(err));
-		if (ret >= 0)
-			record_add_paths(d, e, paths, n);
-		break;
-	case D_REMOVE:
-		ret = za_array_remove(e->a, (const char *const *)paths,
-				      (unsigned)n, err, sizeof(err));
-		break;
-	default:
-		ret = za_array_replace(e->a, paths[0], paths[1], err,
-				       sizeof(err));
-		if (ret >= 0)
-			record_add_paths(d, e, paths + 1, 1);
-		break;
-	}
-	if (ret < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	reply_done(c, req->id,
-		   op == D_ADD	  ? "added" :
-		   op == D_REMOVE ? "draining; see zarray watch" :
-				    "replacing; see zarray watch");
-}
-
-static void reply_jobs(struct za_daemon *d, struct za_rpc_conn *c, uint64_t id,
-		       struct d_array *e, enum za_job_kind kind)
-{
-	struct za_array_status st;
-	Zarray__Response r;
-	Zarray__Jobs jobs;
-	int ret;
-
-	(void)d;
-	memset(&st, 0, sizeof(st));
-	ret = za_array_status(e->a, &st);
-	free(st.members);
-	if (ret < 0) {
-		za_rpc_reply_error(c, id, za_rpc_errno_code(ret), ret,
-				   "%s: cannot read its status: %s", e->name,
-				   strerror(-ret));
-		return;
-	}
-	zarray__response__init(&r);
-	zarray__jobs__init(&jobs);
-	jobs.name = e->name;
-	if (jobs_msg_new(&st, kind, &jobs.jobs, &jobs.n_jobs) < 0) {
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "out of memory");
-		return;
-	}
-	r.id = id;
-	r.body_case = ZARRAY__RESPONSE__BODY_JOBS;
-	r.jobs = &jobs;
-	za_rpc_reply(c, &r);
-	jobs_free(jobs.jobs, jobs.n_jobs);
-}
-
-static void h_rebuild(struct za_daemon *d, struct za_rpc_conn *c,
-		      const Zarray__Request *req)
-{
-	const Zarray__Rebuild *m = req->rebuild;
-	struct d_array *e = named(d, c, req->id, m->name);
-	enum za_array_rebuild_op op;
-	char err[256] = "", peer[64];
-	const char *what;
-	int ret;
-
-	if (!e)
-		return;
-	switch (m->action) {
-	case ZARRAY__REBUILD_ACTION__REBUILD_STATUS:
-		if (m->has_rate_bps)
-			break;
-		reply_jobs(d, c, req->id, e, ZA_JOB_REBUILD);
-		return;
-	case ZARRAY__REBUILD_ACTION__REBUILD_PAUSE:
-		if (m->has_rate_bps)
-			break;
-		op = ZA_ARRAY_REBUILD_PAUSE;
-		what = "rebuild paused";
-		goto act;
-	case ZARRAY__REBUILD_ACTION__REBUILD_START:
-		op = ZA_ARRAY_REBUILD_START;
-		what = "rebuild running";
-		goto act;
-	case ZARRAY__REBUILD_ACTION__REBUILD_RESUME:
-		op = ZA_ARRAY_REBUILD_RESUME;
-		what = "rebuild running";
-		goto act;
-	default:
-		za_rpc_reply_error(c, req->id,
-				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
-				   "unknown rebuild action %d", (int)m->action);
-		return;
-	}
-	za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID, EINVAL,
-			   "a rate applies to start and resume only");
-	return;
-
-act:
-	za_log_info("%s: rebuild %s%s (%s)", m->name,
-		    op == ZA_ARRAY_REBUILD_PAUSE ? "pause" :
-		    op == ZA_ARRAY_REBUILD_START ? "start" :
-						   "resume",
-		    m->has_rate_bps ? " with a rate limit" : "",
-		    peer_str(c, peer, sizeof(peer)));
-	/* A rate alone on a running job just changes the limit. */
-	if (m->has_rate_bps &&
-	    (ret = za_array_rebuild(e->a, ZA_ARRAY_REBUILD_RATE, m->rate_bps,
-				    err, sizeof(err))) < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	ret = za_array_rebuild(e->a, op, 0, err, sizeof(err));
-	if (ret == -EALREADY && m->has_rate_bps &&
-	    op != ZA_ARRAY_REBUILD_PAUSE) {
-		reply_done(c, req->id, "rate limit changed");
-		return;
-	}
-	if (ret < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	reply_done(c, req->id, what);
-}
-
-static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
-		    const Zarray__Request *req)
-{
-	const Zarray__Scrub *m = req->scrub;
-	struct d_array *e = named(d, c, req->id, m->name);
-
-	if (!e)
-		return;
-	switch (m->action) {
-	case ZARRAY__SCRUB_ACTION__SCRUB_STATUS:
-		reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
-		return;
-	case ZARRAY__SCRUB_ACTION__SCRUB_START:
-	case ZARRAY__SCRUB_ACTION__SCRUB_STOP: {
-		bool start = m->action == ZARRAY__SCRUB_ACTION__SCRUB_START;
-		char err[256] = "", peer[64];
-		int ret;
-
-		za_log_info("%s: scrub %s (%s)", m->name,
-			    start ? "start" : "stop",
-			    peer_str(c, peer, sizeof(peer)));
-		/* Without --rate: the limit it had (restored ones too). */
-		ret = za_array_scrub(e->a, start,
-				     m->has_rate_bps ? m->rate_bps : UINT64_MAX,
-				     err, sizeof(err));
-		if (ret < 0) {
-			reply_array_err(c, req->id, ret, strerror(-ret), err);
-			return;
-		}
-		reply_done(c, req->id,
-			   start ? "scrub running" : "scrub stopped");
-		return;
-	}
-	default:
-		za_rpc_reply_error(c, req->id,
-				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
-				   "unknown scrub action %d", (int)m->action);
-		return;
-	}
-}
-
-/* Returns true if the request stays open (a watch that was registered). */
-static bool h_watch(struct za_daemon *d, struct za_rpc_conn *c,
-		    const Zarray__Request *req)
-{
-	struct d_waiter *w;
-
-	if (!named(d, c, req->id, req->watch->name))
-		return false;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "out of memory");
-		return false;
-	}
-	za_rpc_conn_get(c);
-	w->c = c;
-	w->id = req->id;
-	snprintf(w->name, sizeof(w->name), "%s", req->watch->name);
-	if (watch_push(d, w)) {
-		waiter_free(w);
-		return false;
-	}
-	w->next = d->watches;
-	d->watches = w;
-	if (!ev_is_active(&d->watch_timer)) {
-		ev_timer_set(&d->watch_timer, d->watch_interval_s,
-			     d->watch_interval_s);
-		ev_timer_start(d->loop, &d->watch_timer);
-	}
-	return true;
-}
-
-/*
- * The array's NBD URI; with a TCP address, listen there first (and record
- * it, so that a restart listens there again). An array whose export
- * failed earlier gets another try.
- */
-static void h_export(struct za_daemon *d, struct za_rpc_conn *c,
-		     const Zarray__Request *req)
-{
-	const Zarray__Export *m = req->export;
-	struct d_array *e = named(d, c, req->id, m->name);
-	char host[ZA_EXPORT_HOST_BYTES], port[8], err[256] = "", peer[64];
-	bool had_unix, had_tcp;
-	Zarray__Response r;
-	Zarray__Exported ex;
-	int ret;
-
-	if (!e)
-		return;
-	if (m->tcp && za_export_parse_tcp(m->tcp, host, port) < 0) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
-				   EINVAL,
-				   "bad TCP address '%.80s': want [HOST:]PORT",
-				   m->tcp);
-		return;
-	}
-	had_unix = e->exp != NULL;
-	had_tcp = e->exp && za_export_tcp_uri(e->exp);
-	if (m->tcp && !had_tcp)
-		za_log_info("%s: export on TCP %s (%s)", m->name, m->tcp,
-			    peer_str(c, peer, sizeof(peer)));
-	ret = export_start(d, e, m->tcp, err, sizeof(err));
-	/* A new Unix export (one that failed at create or assemble, tried
-	 * again) is a change of state: the log says who made it. */
-	if (!had_unix && e->exp)
-		za_log_info("%s: exported at %s (%s)", m->name,
-			    za_export_uri(e->exp),
-			    peer_str(c, peer, sizeof(peer)));
-	if (ret < 0) {
-		reply_array_err(c, req->id, ret, strerror(-ret), err);
-		return;
-	}
-	if (m->tcp && !had_tcp)
-		record_write(d, e);
-	zarray__response__init(&r);
-	zarray__exported__init(&ex);
-	ex.uri = (char *)(m->tcp ? za_export_tcp_uri(e->exp) :
-				   za_export_uri(e->exp));
-	r.id = req->id;
-	r.body_case = ZARRAY__RESPONSE__BODY_EXPORTED;
-	r.exported = &ex;
-	za_rpc_reply(c, &r);
-}
-
-static void h_shutdown(struct za_daemon *d, struct za_rpc_conn *c,
-		       const Zarray__Request *req)
-{
-	struct d_waiter *w = calloc(1, sizeof(*w));
-	char peer[64], why[96];
-
-	if (!w) {
-		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INTERNAL,
-				   ENOMEM, "out of memory");
-		return;
-	}
-	/* Answered once every array is stopped (za_daemon_free). */
-	za_rpc_conn_get(c);
-	w->c = c;
-	w->id = req->id;
-	w->next = d->shutdown_waiters;
-	d->shutdown_waiters = w;
-	snprintf(why, sizeof(why), "shutdown requested by %s",
-		 peer_str(c, peer, sizeof(peer)));
-	za_daemon_request_stop(d, why);
-}
-
 static void run_request(struct za_daemon *d, struct za_rpc_conn *c,
 			Zarray__Request *req)
 {
-	const uint64_t id = req->id;
+	const struct d_command *cmd = za_daemon_command_find(req->body_case);
 
 	za_rpc_conn_get(c);
 	d->busy = true;
-	switch (req->body_case) {
-	case ZARRAY__REQUEST__BODY_PING:
-		h_ping(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_CREATE:
-		h_create(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_ASSEMBLE:
-		h_assemble(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_STOP:
-		h_stop(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_DESTROY:
-		h_destroy(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_LIST:
-		h_status(d, c, req, NULL);
-		break;
-	case ZARRAY__REQUEST__BODY_STATUS:
-		h_status(d, c, req, req->status->name);
-		break;
-	case ZARRAY__REQUEST__BODY_ADD:
-		h_members(d, c, req, req->add->name, req->add->paths,
-			  req->add->n_paths, D_ADD);
-		break;
-	case ZARRAY__REQUEST__BODY_REMOVE:
-		h_members(d, c, req, req->remove->name, req->remove->paths,
-			  req->remove->n_paths, D_REMOVE);
-		break;
-	case ZARRAY__REQUEST__BODY_FAIL:
-		h_fail(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_REPLACE: {
-		char *paths[2] = { req->replace->old_path,
-				   req->replace->new_path };
-
-		h_members(d, c, req, req->replace->name, paths, 2, D_REPLACE);
-		break;
-	}
-	case ZARRAY__REQUEST__BODY_REBUILD:
-		h_rebuild(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_SCRUB:
-		h_scrub(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_WATCH:
-		h_watch(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_EXPORT:
-		h_export(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_SHUTDOWN:
-		h_shutdown(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_GROW:
-		h_grow(d, c, req);
-		break;
-	case ZARRAY__REQUEST__BODY_DEBUG_INJECT:
-		h_debug_inject(d, c, req);
-		break;
-	default:
+	if (cmd) {
+		cmd->handler(d, c, req);
+	} else {
 		/* A newer client's command decodes as no body at all. */
-		za_rpc_reply_error(c, id, ZARRAY__ERROR_CODE__ERR_INVALID,
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
 				   EOPNOTSUPP,
 				   "unknown command (a newer zarray than this "
 				   "zarrayd %s?)",
 				   PACKAGE_VERSION);
-		break;
 	}
 	d->busy = false;
 	za_rpc_request_free(req);
@@ -2150,7 +338,7 @@ static void drain_parked(struct za_daemon *d)
 			run_request(d, w->c, req);
 		else
 			za_rpc_request_free(req);
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 }
 
@@ -2172,11 +360,12 @@ static void schedule_drain(struct za_daemon *d)
 
 static void on_request(struct za_rpc_conn *c, Zarray__Request *req, void *priv)
 {
+	const struct d_command *cmd = za_daemon_command_find(req->body_case);
 	struct za_daemon *d = priv;
 	struct d_waiter *w;
 
-	if (req->body_case == ZARRAY__REQUEST__BODY_PING) {
-		h_ping(d, c, req);
+	if (cmd && cmd->immediate) {
+		cmd->handler(d, c, req);
 		za_rpc_request_free(req);
 		return;
 	}
@@ -2224,7 +413,7 @@ static void on_closed(struct za_rpc_conn *c, void *priv)
 
 		if (w->c == c) {
 			*pp = w->next;
-			waiter_free(w);
+			za_daemon_waiter_free(w);
 			continue;
 		}
 		pp = &w->next;
@@ -2326,9 +515,9 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 							1.0;
 	d->nbd_rx_thread = p->nbd_rx_thread;
 	d->drain.fn = drain_cb;
-	ev_init(&d->watch_timer, watch_tick_cb);
+	ev_init(&d->watch_timer, za_daemon_watch_tick_cb);
 	d->watch_timer.data = d;
-	ev_init(&d->save_timer, save_tick_cb);
+	ev_init(&d->save_timer, za_daemon_record_tick_cb);
 	d->save_timer.data = d;
 	if (snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 		     p->socket_path) >= (int)sizeof(d->socket_path) ||
@@ -2412,7 +601,7 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 
 	/* Commands that arrive while arrays assemble wait their turn. */
 	d->busy = true;
-	assemble_recorded(d);
+	za_daemon_assemble_recorded(d);
 	d->busy = false;
 	schedule_drain(d);
 	*out = d;
@@ -2466,7 +655,7 @@ int za_daemon_free(struct za_daemon *d)
 		d->watches = w->next;
 		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
 				   ESHUTDOWN, "zarrayd is shutting down");
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 	while (d->parked_head) {
 		struct d_waiter *w = d->parked_head;
@@ -2475,7 +664,7 @@ int za_daemon_free(struct za_daemon *d)
 		za_rpc_reply_error(w->c, w->id, ZARRAY__ERROR_CODE__ERR_BUSY,
 				   ESHUTDOWN,
 				   "zarrayd is shutting down; not done");
-		waiter_free(w);
+		za_daemon_waiter_free(w);
 	}
 	d->parked_tail = NULL;
 	/* Still busy for whatever arrives while arrays stop: refused. */
@@ -2487,13 +676,13 @@ int za_daemon_free(struct za_daemon *d)
 
 		d->arrays = e->next;
 		za_log_info("%s: stopping", e->name);
-		ret = array_stop(e, false);
+		ret = za_daemon_array_stop(e, false);
 		if (ret < 0) {
 			za_log_err("%s: stop: %s", e->name, strerror(-ret));
 			if (!first)
 				first = ret;
 		}
-		d_array_free(e);
+		za_daemon_array_free(e);
 	}
 	while (d->shutdown_waiters) {
 		struct d_waiter *w = d->shutdown_waiters;
@@ -2506,8 +695,8 @@ int za_daemon_free(struct za_daemon *d)
 					   "flush: %s",
 					   strerror(-first));
 		else
-			reply_done(w->c, w->id, "zarrayd stopped");
-		waiter_free(w);
+			za_daemon_reply_done(w->c, w->id, "zarrayd stopped");
+		za_daemon_waiter_free(w);
 	}
 	if (d->drain_queued) {
 		/* The queue is empty; the callback must not run on freed

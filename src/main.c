@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * main.c - zarrayd: options, daemonising, signals; the service itself is
- * daemon.c.
+ * daemon.h (daemon.c and its daemon-*.c).
  *
  * Without -f it forks and the parent waits until the child has its
  * socket and has assembled the recorded arrays (or has failed, having

@@ -13,7 +13,7 @@
  * until the current one has had its final response (more unset), so a
  * client that pipelines waits in the socket buffer, not in our memory.
  *
- * It does not know what a command means: the daemon (daemon.c) does.
+ * It does not know what a command means: the daemon (daemon-cmd.c) does.
  * Everything runs on the loop thread; nothing is thread-safe.
  */
 #ifndef ZA_RPC_H
