@@ -175,6 +175,7 @@ _Static_assert(ZA_STRIPE_MEMBER_ABSENT == ZA_SB_MAX_MEMBERS,
 	       "absent columns index the entry past the largest member");
 #define M_SLOTS (ZA_SB_MAX_MEMBERS + 1u)
 
+/* What the synchronous wrappers (za_engine_*_sync()) wait for. */
 struct sync_ctx {
 	bool done;
 	int result;
