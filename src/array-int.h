@@ -21,6 +21,7 @@
 
 struct za_array {
 	struct za_io *io;
+	struct za_array_policy pol; /* given at create or assemble */
 	struct za_sb *sb; /* the current record (member fields: member 0) */
 	unsigned nr_members;
 	struct za_dev **devs; /* per member; NULL when missing */
@@ -54,7 +55,8 @@ void arr_seterr(char *err, size_t len, const char *fmt, ...)
 
 /* Shared among the array files (each defined in one of them). */
 int arr_member_find(const struct za_array *a, const char *path);
-int arr_member_open(struct za_io *io, const char *path, struct za_dev **out);
+int arr_member_open(struct za_io *io, const char *path, bool fault,
+		    struct za_dev **out);
 bool arr_members_to_retire(const struct za_array *a);
 void arr_rb_flushed(struct za_engine_flush *f, int result);
 void arr_rebuild_kick(struct za_array *a);

@@ -27,13 +27,6 @@
 
 /* ---- rebuild (rebuild.c does the work; this is policy) ---- */
 
-static bool auto_rebuild = true;
-
-void za_array_set_auto_rebuild(bool on)
-{
-	auto_rebuild = on;
-}
-
 /*
  * Close the devices of members that became REMOVED: the drive is the
  * admin's again (an emulated one's lock is dropped), as after a restart,
@@ -197,7 +190,8 @@ void arr_rebuild_now(struct za_array *a)
 /* Start (or re-plan) the rebuild on the loop, if the policy says so. */
 void arr_rebuild_kick(struct za_array *a)
 {
-	if (!a->rb || !auto_rebuild || a->stopping || a->rb_defer_pending)
+	if (!a->rb || !a->pol.auto_rebuild || a->stopping ||
+	    a->rb_defer_pending)
 		return;
 	a->rb_defer_pending = true;
 	a->rb_defer.fn = rb_start_later;

@@ -248,7 +248,7 @@ static int add_one(struct za_array *a, const char *path, unsigned *idx,
 			   a->sb->name);
 		return -EEXIST;
 	}
-	ret = arr_member_open(a->io, path, &dev);
+	ret = arr_member_open(a->io, path, a->pol.fault_injection, &dev);
 	if (ret) {
 		arr_seterr(err, errlen, "%s: %s", path,
 			   ret == -EMEDIUMTYPE ? "not a zoned drive" :
@@ -499,7 +499,7 @@ static int replace_check(struct za_array *a, unsigned o, const char *new_path,
 	need = za_engine_member_data_bytes(a->eng, o);
 	if (size <= room || !need)
 		return 0;
-	if (arr_member_open(a->io, new_path, &dev))
+	if (arr_member_open(a->io, new_path, a->pol.fault_injection, &dev))
 		return 0; /* add_one() says why */
 	if (za_dev_report_all(dev, &z, &nz)) {
 		za_dev_close(dev);

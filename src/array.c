@@ -119,22 +119,24 @@ static struct za_array *array_alloc(struct za_io *io, unsigned n)
 	return a;
 }
 
-/* ---- fault injection (a test aid: zarrayd --fault-injection) ---- */
-
-static bool fault_injection;
-
-void za_array_set_fault_injection(bool on)
+void za_array_policy_default(struct za_array_policy *p)
 {
-	fault_injection = on;
+	memset(p, 0, sizeof(*p));
+	p->auto_rebuild = true;
+	p->max_read_errors = ZA_ARRAY_MAX_READ_ERRORS;
+	p->idle_gc_ms = ZA_ARRAY_IDLE_GC_MS;
 }
 
-/* za_dev_open(), wrapped in the fault injector when it is on. */
-int arr_member_open(struct za_io *io, const char *path, struct za_dev **out)
+/* ---- fault injection (a test aid: zarrayd --fault-injection) ---- */
+
+/* za_dev_open(), wrapped in the fault injector if @fault. */
+int arr_member_open(struct za_io *io, const char *path, bool fault,
+		    struct za_dev **out)
 {
 	struct za_dev *dev;
 	int ret = za_dev_open(io, path, 0, &dev);
 
-	if (ret || !fault_injection) {
+	if (ret || !fault) {
 		*out = ret ? NULL : dev;
 		return ret;
 	}
@@ -214,26 +216,6 @@ static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 	arr_rebuild_kick(a);
 }
 
-/*
- * md's default (max_corrected_read_errors): a few unreadable sectors in a
- * drive's life are normal and repaired from parity; a drive that keeps
- * returning them is dying, and its reads cost a decode each. Our count is
- * of failed reads, never decayed, and starts again at each assembly.
- */
-static unsigned max_read_errors = ZA_ARRAY_MAX_READ_ERRORS;
-
-void za_array_set_max_read_errors(unsigned n)
-{
-	max_read_errors = n;
-}
-
-static unsigned idle_gc_ms = ZA_ARRAY_IDLE_GC_MS;
-
-void za_array_set_idle_gc_ms(unsigned ms)
-{
-	idle_gc_ms = ms;
-}
-
 static int engine_start(struct za_array *a, uint64_t next_seq,
 			uint64_t next_seg)
 {
@@ -246,7 +228,12 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	prm.states = a->states;
 	prm.next_seq = next_seq;
 	prm.next_seg_id = next_seg;
-	prm.max_read_errors = max_read_errors;
+	/* md's default (max_corrected_read_errors): a few unreadable
+	 * sectors in a drive's life are normal and repaired from parity; a
+	 * drive that keeps returning them is dying, and its reads cost a
+	 * decode each. Our count is of failed reads, never decayed, and
+	 * starts again at each assembly. */
+	prm.max_read_errors = a->pol.max_read_errors;
 	prm.member_failed = on_member_failed;
 	prm.priv = a;
 	return za_engine_new(a->io, &prm, &a->eng);
@@ -260,7 +247,7 @@ static int volume_start(struct za_array *a)
 	vp.size_bytes = a->sb->volume_bytes;
 	/* Garbage collected while idle, so that writes after a quiet spell
 	 * find room (docs/design.md 8.4). */
-	vp.idle_gc_ms = idle_gc_ms;
+	vp.idle_gc_ms = a->pol.idle_gc_ms;
 	return za_volume_new(a->io, &vp, &a->vol);
 }
 
@@ -339,6 +326,12 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 	}
 	st = calloc(n, sizeof(*st));
 	a = array_alloc(io, n);
+	if (a) {
+		if (p->policy)
+			a->pol = *p->policy;
+		else
+			za_array_policy_default(&a->pol);
+	}
 	if (!st || !a) {
 		ret = -ENOMEM;
 		arr_seterr(err, errlen, "out of memory");
@@ -365,7 +358,8 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 		struct za_sb *old;
 
 		snprintf(a->paths[i], sizeof(a->paths[i]), "%s", p->paths[i]);
-		ret = arr_member_open(io, p->paths[i], &a->devs[i]);
+		ret = arr_member_open(io, p->paths[i], a->pol.fault_injection,
+				      &a->devs[i]);
 		if (ret) {
 			arr_seterr(err, errlen, "%s: %s", p->paths[i],
 				   ret == -EMEDIUMTYPE ?
@@ -534,8 +528,10 @@ err_free:
 
 int za_array_assemble(struct za_io *io, const char *name,
 		      const char *const *paths, unsigned n,
+		      const struct za_array_policy *policy,
 		      struct za_array **out, char *err, size_t errlen)
 {
+	struct za_array_policy pol;
 	struct za_dev **devs = NULL;
 	struct za_sb **sbs = NULL;
 	struct za_asm_result *res = NULL;
@@ -549,6 +545,10 @@ int za_array_assemble(struct za_io *io, const char *name,
 			   ZA_SB_MAX_MEMBERS);
 		return -EINVAL;
 	}
+	if (policy)
+		pol = *policy;
+	else
+		za_array_policy_default(&pol);
 	devs = calloc(n, sizeof(*devs));
 	sbs = calloc(n, sizeof(*sbs));
 	rc = calloc(n, sizeof(*rc));
@@ -558,7 +558,8 @@ int za_array_assemble(struct za_io *io, const char *name,
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		ret = arr_member_open(io, paths[i], &devs[i]);
+		ret = arr_member_open(io, paths[i], pol.fault_injection,
+				      &devs[i]);
 		if (ret) {
 			arr_seterr(err, errlen, "%s: %s", paths[i],
 				   ret == -EMEDIUMTYPE ?
@@ -628,6 +629,8 @@ int za_array_assemble(struct za_io *io, const char *name,
 		goto out;
 	}
 	a = array_alloc(io, nm);
+	if (a)
+		a->pol = pol;
 	if (!a) {
 		ret = -ENOMEM;
 		goto out;

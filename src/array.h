@@ -32,6 +32,32 @@ const char *za_array_state_str(enum za_array_state s);
 
 /* Jobs' kinds and states: enum za_job_kind, enum za_job_state (job.h). */
 
+/*
+ * What an array does by itself: its policy, given when it is created or
+ * assembled (zarrayd's options), kept by the array alone, so that two
+ * arrays of one daemon - or two tests of one process - need not share
+ * it. za_array_policy_default() fills in the defaults.
+ */
+struct za_array_policy {
+	/* Start a rebuild by itself after a failure and at assembly; off:
+	 * only by request (za_array_rebuild()). Drains start either way. */
+	bool auto_rebuild;
+	/* Read errors after which a member is failed (the engine's
+	 * max_read_errors); 0: never. ZA_ARRAY_MAX_READ_ERRORS: md's
+	 * default. */
+	unsigned max_read_errors;
+	/* GC while the volume is idle, checked every @idle_gc_ms
+	 * milliseconds (za_volume_params.idle_gc_ms); 0: never. */
+	unsigned idle_gc_ms;
+	/* A test aid: every member is wrapped in the fault injector
+	 * (dev-fault.h), and za_array_inject() sets its faults. */
+	bool fault_injection;
+};
+#define ZA_ARRAY_MAX_READ_ERRORS 20
+#define ZA_ARRAY_IDLE_GC_MS 100
+#define ZA_ARRAY_IDLE_GC_MS_MAX 60000
+void za_array_policy_default(struct za_array_policy *p);
+
 struct za_array_create_params {
 	const char *name; /* 1..63 chars of [A-Za-z0-9_.-] */
 	unsigned k, p;
@@ -40,6 +66,7 @@ struct za_array_create_params {
 	const char *const *paths;
 	unsigned nr_paths;
 	bool force; /* overwrite drives that hold another array */
+	const struct za_array_policy *policy; /* NULL: the defaults */
 };
 
 /*
@@ -56,9 +83,11 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
  * same drives). Returns 0 (possibly degraded) or -errno with @err set:
  * -ENOENT (no drive belongs to @name), -ENXIO (more than p members lost:
  * refused, the message lists them), -EEXIST (two arrays of that name).
+ * @policy NULL: the defaults.
  */
 int za_array_assemble(struct za_io *io, const char *name,
 		      const char *const *paths, unsigned n,
+		      const struct za_array_policy *policy,
 		      struct za_array **out, char *err, size_t errlen);
 
 /* Flush, write superblocks, close the members and free @a. */
@@ -159,9 +188,6 @@ enum za_array_rebuild_op {
 };
 int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 		     uint64_t rate_bps, char *err, size_t errlen);
-/* Rebuild policy for every array: start by itself after a failure and at
- * assembly (default), or only by request. */
-void za_array_set_auto_rebuild(bool on);
 
 /*
  * Garbage collection control. PAUSE holds GC's background work (idle GC,
@@ -177,6 +203,9 @@ enum za_array_gc_op {
 };
 int za_array_gc(struct za_array *a, enum za_array_gc_op op, uint64_t rate_bps,
 		char *err, size_t errlen);
+/* GC's job row whatever its state (never started: done, nothing moved).
+ * 0, or -EINVAL when the array has no volume. */
+int za_array_gc_status(struct za_array *a, struct za_array_job_status *js);
 
 /*
  * Drive lifecycle, online. add: each drive is checked (zoned, unused),
@@ -245,31 +274,12 @@ int za_array_fail(struct za_array *a, const char *path, char *err,
 		  size_t errlen);
 
 /*
- * Read errors after which a member is failed (the engine's
- * max_read_errors), for arrays started later; 0: never. md's default,
- * ZA_ARRAY_MAX_READ_ERRORS, unless set.
+ * Fault injection, a test aid (za_array_policy.fault_injection): sets the
+ * faults of the member at @path from a za_fault_parse() spec, "none"
+ * clearing them. Returns 0 or -errno with @err set: -ENOENT (not a
+ * member), -ENODEV (missing), -EOPNOTSUPP (the array's members are not
+ * wrapped: its policy has fault injection off), -EINVAL (spec).
  */
-#define ZA_ARRAY_MAX_READ_ERRORS 20
-void za_array_set_max_read_errors(unsigned n);
-
-/*
- * Garbage collection while a volume is idle, checked every @ms
- * milliseconds (za_volume_params.idle_gc_ms), for arrays started later;
- * 0: never. ZA_ARRAY_IDLE_GC_MS unless set.
- */
-#define ZA_ARRAY_IDLE_GC_MS 100
-#define ZA_ARRAY_IDLE_GC_MS_MAX 60000
-void za_array_set_idle_gc_ms(unsigned ms);
-
-/*
- * Fault injection, a test aid. When on, every member opened later (by
- * create and assemble) is wrapped in the fault injector (dev-fault.h);
- * za_array_inject() then sets the faults of the member at @path from a
- * za_fault_parse() spec, "none" clearing them. Returns 0 or -errno with
- * @err set: -ENOENT (not a member), -ENODEV (missing), -EOPNOTSUPP
- * (that member was opened while fault injection was off), -EINVAL (spec).
- */
-void za_array_set_fault_injection(bool on);
 int za_array_inject(struct za_array *a, const char *path, const char *spec,
 		    char *err, size_t errlen);
 

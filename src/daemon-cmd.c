@@ -250,6 +250,7 @@ static void h_create(struct za_daemon *d, struct za_rpc_conn *c,
 	p.paths = (const char *const *)m->paths;
 	p.nr_paths = (unsigned)m->n_paths;
 	p.force = m->has_force && m->force;
+	p.policy = &d->policy;
 	ret = za_array_create(d->io, &p, &a, err, sizeof(err));
 	if (ret < 0) {
 		za_log_warn("%s: create failed: %s", m->name,
@@ -324,7 +325,8 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 	za_log_info("%s: assemble from %zu devices (%s)", m->name, m->n_paths,
 		    peer_str(c, peer, sizeof(peer)));
 	ret = za_array_assemble(d->io, m->name, (const char *const *)m->paths,
-				(unsigned)m->n_paths, &a, err, sizeof(err));
+				(unsigned)m->n_paths, &d->policy, &a, err,
+				sizeof(err));
 	if (ret < 0) {
 		za_log_warn("%s: assemble failed: %s", m->name,
 			    *err ? err : strerror(-ret));

@@ -65,6 +65,7 @@ struct d_waiter {
 
 struct za_daemon {
 	struct za_io *io;
+	struct za_array_policy policy; /* for every array (za_daemon_params) */
 	struct ev_loop *loop;
 	char socket_path[PATH_MAX];
 	char run_dir[PATH_MAX];

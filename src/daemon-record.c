@@ -347,7 +347,8 @@ static int assemble_record(struct za_daemon *d, const struct record *r,
 		}
 		paths[n++] = r->paths[i];
 	}
-	ret = n ? za_array_assemble(d->io, r->name, paths, n, a, err, errlen) :
+	ret = n ? za_array_assemble(d->io, r->name, paths, n, &d->policy, a,
+				    err, errlen) :
 		  -ENOENT;
 	if (!n)
 		snprintf(err, errlen, "none of its recorded drives exists");

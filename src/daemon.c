@@ -514,6 +514,10 @@ int za_daemon_start(struct za_io *io, const struct za_daemon_params *p,
 	d->watch_interval_s = p->watch_interval_s > 0 ? p->watch_interval_s :
 							1.0;
 	d->nbd_rx_thread = p->nbd_rx_thread;
+	if (p->policy)
+		d->policy = *p->policy;
+	else
+		za_array_policy_default(&d->policy);
 	d->drain.fn = drain_cb;
 	ev_init(&d->watch_timer, za_daemon_watch_tick_cb);
 	d->watch_timer.data = d;

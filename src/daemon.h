@@ -19,6 +19,7 @@
 
 struct za_io;
 struct za_daemon;
+struct za_array_policy;
 
 #define ZA_DAEMON_SOCKET "/run/zarray/zarrayd.sock"
 #define ZA_DAEMON_RUN_DIR "/run/zarray"
@@ -35,6 +36,9 @@ struct za_daemon_params {
 	/* Exports read large writes on a thread per connection
 	 * (za_nbd_params.rx_thread). */
 	bool nbd_rx_thread;
+	/* What every array it creates or assembles does by itself; NULL:
+	 * za_array_policy_default(). */
+	const struct za_array_policy *policy;
 };
 
 /*

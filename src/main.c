@@ -217,6 +217,7 @@ int main(int argc, char **argv)
 	const char *socket_arg = NULL, *run_arg = ZA_DAEMON_RUN_DIR,
 		   *state_arg = ZA_DAEMON_STATE_DIR;
 	struct za_daemon_params p = { 0 };
+	struct za_array_policy pol;
 	char *sock = NULL, *run = NULL, *state = NULL, *def_sock = NULL;
 	struct za_daemon *d = NULL;
 	ev_signal sigterm, sigint;
@@ -228,6 +229,7 @@ int main(int argc, char **argv)
 
 	za_log_set_ident("zarrayd");
 	argv[0] = (char *)"zarrayd"; /* getopt's messages: "zarrayd: ..." */
+	za_array_policy_default(&pol);
 	while ((c = getopt_long(argc, argv, "s:fvVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -250,9 +252,9 @@ int main(int argc, char **argv)
 			break;
 		case O_REBUILD:
 			if (!strcmp(optarg, "auto")) {
-				za_array_set_auto_rebuild(true);
+				pol.auto_rebuild = true;
 			} else if (!strcmp(optarg, "manual")) {
-				za_array_set_auto_rebuild(false);
+				pol.auto_rebuild = false;
 			} else {
 				fprintf(stderr,
 					"zarrayd: --rebuild is auto or "
@@ -271,7 +273,7 @@ int main(int argc, char **argv)
 					optarg);
 				return EXIT_USAGE;
 			}
-			za_array_set_max_read_errors((unsigned)n);
+			pol.max_read_errors = (unsigned)n;
 			break;
 		}
 		case O_POLL_US: {
@@ -294,7 +296,7 @@ int main(int argc, char **argv)
 					ZA_ARRAY_IDLE_GC_MS_MAX, optarg);
 				return EXIT_USAGE;
 			}
-			za_array_set_idle_gc_ms((unsigned)n);
+			pol.idle_gc_ms = (unsigned)n;
 			break;
 		}
 		case O_RX_THREAD:
@@ -324,8 +326,8 @@ int main(int argc, char **argv)
 	/* A daemon says what it does; -v adds debug detail. */
 	za_log_set_level(verbose ? ZA_LOG_DEBUG : ZA_LOG_INFO);
 	if (faults) {
-		/* Before any array opens its members. */
-		za_array_set_fault_injection(true);
+		/* Every array's members are wrapped as they are opened. */
+		pol.fault_injection = true;
 		za_log_warn("fault injection is on: a testing mode, not for "
 			    "arrays that hold data anyone needs");
 	}
@@ -364,6 +366,7 @@ int main(int argc, char **argv)
 	p.socket_path = sock;
 	p.run_dir = run;
 	p.state_dir = state;
+	p.policy = &pol;
 	ret = za_daemon_start(io, &p, &d);
 	if (ret < 0) {
 		za_io_free(io);

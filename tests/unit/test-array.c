@@ -46,6 +46,10 @@ static void quiet(enum za_log_level lv, const char *msg)
 		fprintf(stderr, "%s\n", msg);
 }
 
+/* The policy of the arrays the tests make and assemble: the defaults,
+ * unless a test says otherwise (manual() turns the rebuild off). */
+static struct za_array_policy pol;
+
 static void setup(void)
 {
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -67,6 +71,7 @@ static void setup(void)
 		pp[i] = paths[i];
 	}
 	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	za_array_policy_default(&pol);
 	za_log_set_sink(quiet);
 }
 
@@ -85,12 +90,23 @@ static void teardown(void)
 	za_io_free(io);
 }
 
-static struct za_array *make(const char *name, unsigned k, unsigned p,
-			     unsigned first, unsigned n)
+static const struct za_array_policy *manual(void)
+{
+	static struct za_array_policy m;
+
+	za_array_policy_default(&m);
+	m.auto_rebuild = false;
+	return &m;
+}
+
+static struct za_array *make_with(const char *name, unsigned k, unsigned p,
+				  unsigned first, unsigned n,
+				  const struct za_array_policy *policy)
 {
 	struct za_array_create_params cp = { 0 };
 	struct za_array *a = NULL;
 
+	cp.policy = policy;
 	cp.name = name;
 	cp.k = k;
 	cp.p = p;
@@ -99,6 +115,12 @@ static struct za_array *make(const char *name, unsigned k, unsigned p,
 	ck_assert_msg(za_array_create(io, &cp, &a, err, sizeof(err)) == 0,
 		      "create: %s", err);
 	return a;
+}
+
+static struct za_array *make(const char *name, unsigned k, unsigned p,
+			     unsigned first, unsigned n)
+{
+	return make_with(name, k, p, first, n, &pol);
 }
 
 /* Write one full stripe through the engine and read it back. */
@@ -204,7 +226,7 @@ START_TEST(test_assemble_order_paths)
 	for (i = 0; i < NDRV; i++)
 		order[i] = pp[NDRV - 1 - i];
 	order[NDRV - 1] = link0;
-	ck_assert_msg(za_array_assemble(io, "tank", order, NDRV, &a, err,
+	ck_assert_msg(za_array_assemble(io, "tank", order, NDRV, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -217,7 +239,7 @@ START_TEST(test_assemble_order_paths)
 	write_read(a);
 	ck_assert_int_eq(za_array_destroy(a), 0);
 	/* Destroyed: nothing to assemble. */
-	ck_assert_int_eq(za_array_assemble(io, "tank", pp, NDRV, &a, err,
+	ck_assert_int_eq(za_array_assemble(io, "tank", pp, NDRV, &pol, &a, err,
 					   sizeof(err)),
 			 -ENOENT);
 }
@@ -237,11 +259,10 @@ START_TEST(test_assemble_foreign_missing)
 	/* A foreign member among ours is ignored; two missing: degraded.
 	 * No rebuild: one finding nothing on them would retire them, and
 	 * the three missing below would be one. */
-	za_array_set_auto_rebuild(false);
 	for (i = 0; i < 6; i++)
 		some[i] = pp[i];
 	some[6] = pp[9]; /* pool2's */
-	ck_assert_msg(za_array_assemble(io, "tank", some, 7, &a, err,
+	ck_assert_msg(za_array_assemble(io, "tank", some, 7, manual(), &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -251,15 +272,14 @@ START_TEST(test_assemble_foreign_missing)
 	free(st.members);
 	write_read(a);
 	ck_assert_int_eq(za_array_stop(a), 0);
-	za_array_set_auto_rebuild(true);
 
 	/* Three missing with p = 2: refused, naming them. */
-	ck_assert_int_eq(za_array_assemble(io, "tank", pp, 5, &a, err,
+	ck_assert_int_eq(za_array_assemble(io, "tank", pp, 5, &pol, &a, err,
 					   sizeof(err)),
 			 -ENXIO);
 	ck_assert_ptr_nonnull(strstr(err, "3 members lost"));
 	/* A name nobody has. */
-	ck_assert_int_eq(za_array_assemble(io, "nope", pp, 8, &a, err,
+	ck_assert_int_eq(za_array_assemble(io, "nope", pp, 8, &pol, &a, err,
 					   sizeof(err)),
 			 -ENOENT);
 }
@@ -267,15 +287,14 @@ END_TEST
 
 START_TEST(test_failed_member_recorded_and_stale)
 {
-	struct za_array *a = make("tank", 3, 1, 0, 5);
+	/* No rebuild: it would find nothing on member 2 and retire it. */
+	struct za_array *a = make_with("tank", 3, 1, 0, 5, manual());
 	struct za_array_status st;
 	struct za_sb *sb = malloc(sizeof(*sb));
 	struct za_dev *d;
 	uint64_t gen;
 
 	write_read(a);
-	/* No rebuild: it would find nothing on member 2 and retire it. */
-	za_array_set_auto_rebuild(false);
 	ck_assert_int_eq(za_array_fail(a, paths[2], err, sizeof(err)), 0);
 	ck_assert_int_eq(za_array_fail(a, paths[2], err, sizeof(err)),
 			 -EALREADY);
@@ -302,7 +321,7 @@ START_TEST(test_failed_member_recorded_and_stale)
 	za_dev_close(d);
 
 	/* Given back, the stale member is not used: still degraded. */
-	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &a, err,
+	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, manual(), &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -311,7 +330,6 @@ START_TEST(test_failed_member_recorded_and_stale)
 	free(st.members);
 	ck_assert_int_eq(za_array_stop(a), 0);
 	free(sb);
-	za_array_set_auto_rebuild(true);
 }
 END_TEST
 
@@ -325,15 +343,14 @@ END_TEST
  */
 START_TEST(test_lost_member_retired_at_assembly)
 {
-	struct za_array *a = make("tank", 3, 1, 0, 4);
+	/* A fifth drive: no segment is on it yet. Fail it, no rebuild. */
+	struct za_array *a = make_with("tank", 3, 1, 0, 4, manual());
 	struct za_array_status st;
 	unsigned i;
 
 	write_read(a);
-	/* A fifth drive: no segment is on it yet. Fail it, no rebuild. */
 	ck_assert_msg(za_array_add(a, &pp[4], 1, err, sizeof(err)) == 0, "%s",
 		      err);
-	za_array_set_auto_rebuild(false);
 	ck_assert_int_eq(za_array_fail(a, paths[4], err, sizeof(err)), 0);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
 	ck_assert_int_eq(st.state, ZA_ARRAY_DEGRADED);
@@ -341,8 +358,7 @@ START_TEST(test_lost_member_retired_at_assembly)
 	free(st.members);
 	ck_assert_int_eq(za_array_stop(a), 0);
 
-	za_array_set_auto_rebuild(true);
-	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &a, err,
+	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	for (i = 0; i < 100000; i++) {
@@ -406,7 +422,7 @@ START_TEST(test_dead_columns_after_restart)
 	free(st.members);
 	ck_assert_int_eq(za_array_stop(a), 0);
 
-	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &a, err,
+	ck_assert_msg(za_array_assemble(io, "tank", pp, 5, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -544,7 +560,7 @@ START_TEST(test_replace_resumes_after_restart)
 	pause_soon(a);
 	ck_assert_int_eq(za_array_stop(a), 0);
 
-	ck_assert_msg(za_array_assemble(io, "rr", pp, 7, &a, err,
+	ck_assert_msg(za_array_assemble(io, "rr", pp, 7, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -649,7 +665,7 @@ START_TEST(test_replace_new_fails)
 					 0);
 	} else {
 		ck_assert_int_eq(za_array_stop(a), 0);
-		ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &a, err,
+		ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &pol, &a, err,
 						sizeof(err)) == 0,
 			      "%s", err);
 	}
@@ -678,7 +694,7 @@ START_TEST(test_replace_new_fails)
 	read_back(a, buf, back, len);
 	/* And so it stays after a restart. */
 	ck_assert_int_eq(za_array_stop(a), 0);
-	ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &a, err,
+	ck_assert_msg(za_array_assemble(io, "rn", pp, 6, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	ck_assert_int_eq(za_array_status(a, &st), 0);
@@ -735,7 +751,7 @@ START_TEST(test_volume_size)
 	/* Stopped and assembled again: the volume is recovered from the
 	 * drives, 2 of them missing (p = 2). */
 	ck_assert_int_eq(za_array_stop(a), 0);
-	ck_assert_msg(za_array_assemble(io, "vol", &pp[2], 4, &a, err,
+	ck_assert_msg(za_array_assemble(io, "vol", &pp[2], 4, &pol, &a, err,
 					sizeof(err)) == 0,
 		      "%s", err);
 	memset(back, 0, 1 << 20);
