@@ -71,6 +71,15 @@ static const struct {
 	  "[--json]",
 	  "Control the rebuild of lost redundancy. --rate limits it (MB/s, "
 	  "10^6\nbytes; 0: no limit) and applies to start and resume.\n" },
+	{ "gc",
+	  "zarray gc NAME pause|resume|status [--json] | zarray gc NAME rate MB/s",
+	  "Control garbage collection, which moves the live data out of "
+	  "mostly dead\nzone groups and resets them. pause holds its "
+	  "background work (GC while\nidle); below its start point of free "
+	  "space it still runs, or writes would\nrun out of room. rate "
+	  "limits the bytes it moves (MB/s, 10^6 bytes; 0: no\nlimit), under "
+	  "the same exception. status shows its state, progress and\n"
+	  "limit.\n" },
 	{ "scrub", "zarray scrub NAME start|stop|status [--rate MB/s] [--json]",
 	  "Read and verify every live stripe, repairing what fails its "
 	  "checksum.\n--rate limits it (MB/s of stripes read, 10^6 bytes; 0: "

@@ -49,6 +49,7 @@ int za_cmd_remove(struct za_cli *cli, int argc, char **argv);
 int za_cmd_fail(struct za_cli *cli, int argc, char **argv);
 int za_cmd_replace(struct za_cli *cli, int argc, char **argv);
 int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv);
+int za_cmd_gc(struct za_cli *cli, int argc, char **argv);
 int za_cmd_scrub(struct za_cli *cli, int argc, char **argv);
 int za_cmd_export(struct za_cli *cli, int argc, char **argv);
 int za_cmd_grow(struct za_cli *cli, int argc, char **argv);

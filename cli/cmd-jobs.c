@@ -130,6 +130,86 @@ int za_cmd_rebuild(struct za_cli *cli, int argc, char **argv)
 	return rc;
 }
 
+int za_cmd_gc(struct za_cli *cli, int argc, char **argv)
+{
+	enum { O_JSON = 256 };
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct {
+		const char *word;
+		Zarray__GcAction action;
+		int nargs; /* after NAME and the action */
+		const char *done;
+	} actions[] = {
+		{ "pause", ZARRAY__GC_ACTION__GC_PAUSE, 0, "gc paused" },
+		{ "resume", ZARRAY__GC_ACTION__GC_RESUME, 0, "gc running" },
+		{ "status", ZARRAY__GC_ACTION__GC_STATUS, 0, NULL },
+		{ "rate", ZARRAY__GC_ACTION__GC_RATE, 1, "gc rate limit set" },
+	};
+	Zarray__Request req = ZARRAY__REQUEST__INIT;
+	Zarray__Gc m = ZARRAY__GC__INIT;
+	Zarray__Response *r;
+	bool json = false;
+	uint64_t v;
+	size_t i;
+	int c, rc;
+
+	optind = 0; /* re-initialise: main parsed with "+" */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == O_JSON)
+			json = true;
+		else
+			return za_cli_opt_end("gc", c);
+	}
+	if (argc - optind < 2) {
+		za_usage_error("gc", "NAME and one of pause, resume, status, "
+				     "rate expected");
+		return ZA_EXIT_USAGE;
+	}
+	for (i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
+		if (!strcmp(argv[optind + 1], actions[i].word))
+			break;
+	if (i == sizeof(actions) / sizeof(actions[0])) {
+		za_usage_error("gc", "unknown action '%s'", argv[optind + 1]);
+		return ZA_EXIT_USAGE;
+	}
+	if (argc - optind != 2 + actions[i].nargs) {
+		za_usage_error("gc",
+			       actions[i].nargs ?
+				       "rate takes one number of MB/s" :
+				       "%s takes no argument",
+			       actions[i].word);
+		return ZA_EXIT_USAGE;
+	}
+	if (actions[i].action == ZARRAY__GC_ACTION__GC_RATE) {
+		if (za_parse_uint(argv[optind + 2], 1000000, &v) < 0) {
+			za_usage_error("gc",
+				       "rate: '%s' is not a number of MB/s "
+				       "(0 to 1000000)",
+				       argv[optind + 2]);
+			return ZA_EXIT_USAGE;
+		}
+		m.has_rate_bps = true;
+		m.rate_bps = v * 1000000ull;
+	}
+	m.name = argv[optind];
+	m.action = actions[i].action;
+	req.body_case = ZARRAY__REQUEST__BODY_GC;
+	req.gc = &m;
+	if (actions[i].done)
+		return za_client_change(cli, "gc", &req, m.name,
+					actions[i].done);
+	rc = za_client_run(cli, "gc", &req, ZA_CLIENT_QUERY_MS, &r);
+	if (rc)
+		return rc;
+	rc = print_jobs(cli, "gc", r, json);
+	za_rpc_response_free(r);
+	return rc;
+}
+
 int za_cmd_scrub(struct za_cli *cli, int argc, char **argv)
 {
 	enum { O_RATE = 256 };

@@ -146,6 +146,13 @@ const char *za_cli_job_line(const Zarray__JobStatus *j, bool bar, char *buf,
 					(unsigned long long)(j->eta_s / 3600),
 					(unsigned)(j->eta_s / 60 % 60),
 					(unsigned)(j->eta_s % 60));
+	/* The limit in force (changeable while it runs; kept for later
+	 * runs), while it has work to hold back. */
+	if (j->has_rate_limit_bps && j->rate_limit_bps &&
+	    j->state != ZARRAY__JOB_STATE__JOB_DONE)
+		off += (size_t)snprintf(
+			buf + off, off < len ? len - off : 0, " (limit %s/s)",
+			za_fmt_size(j->rate_limit_bps, rate, sizeof(rate)));
 	/* A scrub that went on from an earlier run (or a restart). */
 	if (j->has_start_position && j->start_position &&
 	    j->state != ZARRAY__JOB_STATE__JOB_DONE)
@@ -174,6 +181,9 @@ void za_cli_json_job(FILE *f, const Zarray__JobStatus *j)
 		(unsigned long long)j->total_bytes,
 		(unsigned long long)(j->has_rate_bps ? j->rate_bps : 0),
 		(unsigned long long)(j->has_eta_s ? j->eta_s : 0));
+	fprintf(f, ",\"rate_limit_bps\":%llu",
+		(unsigned long long)(j->has_rate_limit_bps ? j->rate_limit_bps :
+							     0));
 	/* Scrub: where the pass got to, and where this run started. */
 	if (j->has_position)
 		fprintf(f, ",\"position\":%llu",

@@ -35,6 +35,8 @@ static const struct {
 	{ "replace", za_cmd_replace, "replace a member by another device" },
 	{ "grow", za_cmd_grow, "grow an array's volume" },
 	{ "rebuild", za_cmd_rebuild, "start, pause, resume, show a rebuild" },
+	{ "gc", za_cmd_gc,
+	  "pause, resume, rate-limit, show garbage collection" },
 	{ "scrub", za_cmd_scrub, "start, stop, show a scrub" },
 	{ "watch", za_cmd_watch, "follow an array's jobs until they end" },
 	{ "export", za_cmd_export, "print an array's NBD URI" },

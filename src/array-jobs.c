@@ -385,7 +385,7 @@ int za_array_gc(struct za_array *a, enum za_array_gc_op op, uint64_t rate_bps,
 		}
 		za_volume_gc_pause(a->vol);
 		za_log_info("array %s: garbage collection paused (it still "
-			    "runs when writes wait for space)",
+			    "runs below its start point of free space)",
 			    a->sb->name);
 		return 0;
 	case ZA_ARRAY_GC_RESUME:

@@ -66,6 +66,20 @@ static void job_status_fill(struct za_array_job_status *js,
 	js->error = pr->last_error;
 }
 
+int za_array_gc_status(struct za_array *a, struct za_array_job_status *js)
+{
+	struct za_job_progress pr;
+
+	if (!a->vol)
+		return -EINVAL;
+	za_volume_gc_progress(a->vol, &pr);
+	memset(js, 0, sizeof(*js));
+	job_status_fill(js, ZA_JOB_GC, &pr);
+	if (js->state == ZA_JOB_IDLE)
+		js->state = ZA_JOB_DONE; /* nothing to do yet */
+	return 0;
+}
+
 int za_array_status(struct za_array *a, struct za_array_status *st)
 {
 	unsigned i, worst = 0;

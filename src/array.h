@@ -190,10 +190,10 @@ int za_array_rebuild(struct za_array *a, enum za_array_rebuild_op op,
 		     uint64_t rate_bps, char *err, size_t errlen);
 
 /*
- * Garbage collection control. PAUSE holds GC's background work (idle GC,
- * and foreground GC while no write waits for space: below the write
- * floor it runs whatever was asked, or writes would wait for ever);
- * RESUME goes on; RATE sets the limit (bytes moved per second; 0: none).
+ * Garbage collection control. PAUSE holds GC's background work (GC while
+ * idle, above its start point of free space; below it GC runs whatever
+ * was asked, or writes would run out of room); RESUME goes on; RATE sets
+ * the limit of that work (bytes moved per second; 0: none).
  * Returns 0 or -errno with @err set (-EALREADY, -EINVAL).
  */
 enum za_array_gc_op {

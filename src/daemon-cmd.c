@@ -767,6 +767,58 @@ act:
 	za_daemon_reply_done(c, req->id, what);
 }
 
+static void h_gc(struct za_daemon *d, struct za_rpc_conn *c,
+		 const Zarray__Request *req)
+{
+	const Zarray__Gc *m = req->gc;
+	struct d_array *e = named(d, c, req->id, m->name);
+	enum za_array_gc_op op;
+	char err[256] = "", peer[64], done[64];
+	int ret;
+
+	if (!e)
+		return;
+	switch (m->action) {
+	case ZARRAY__GC_ACTION__GC_STATUS:
+		za_daemon_reply_jobs(d, c, req->id, e, ZA_JOB_GC);
+		return;
+	case ZARRAY__GC_ACTION__GC_PAUSE:
+		op = ZA_ARRAY_GC_PAUSE;
+		snprintf(done, sizeof(done), "gc paused");
+		break;
+	case ZARRAY__GC_ACTION__GC_RESUME:
+		op = ZA_ARRAY_GC_RESUME;
+		snprintf(done, sizeof(done), "gc running");
+		break;
+	case ZARRAY__GC_ACTION__GC_RATE:
+		if (!m->has_rate_bps) {
+			za_rpc_reply_error(c, req->id,
+					   ZARRAY__ERROR_CODE__ERR_MALFORMED,
+					   EINVAL, "gc rate: no rate given");
+			return;
+		}
+		op = ZA_ARRAY_GC_RATE;
+		snprintf(done, sizeof(done), "gc rate limit set");
+		break;
+	default:
+		za_rpc_reply_error(c, req->id,
+				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
+				   "unknown gc action %d", (int)m->action);
+		return;
+	}
+	za_log_info("%s: gc %s (%s)", m->name,
+		    op == ZA_ARRAY_GC_PAUSE  ? "pause" :
+		    op == ZA_ARRAY_GC_RESUME ? "resume" :
+					       "rate",
+		    peer_str(c, peer, sizeof(peer)));
+	ret = za_array_gc(e->a, op, m->rate_bps, err, sizeof(err));
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	za_daemon_reply_done(c, req->id, done);
+}
+
 static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 		    const Zarray__Request *req)
 {
@@ -929,6 +981,7 @@ static const struct d_command commands[] = {
 	{ ZARRAY__REQUEST__BODY_REPLACE, "replace", h_replace, false },
 	{ ZARRAY__REQUEST__BODY_REBUILD, "rebuild", h_rebuild, false },
 	{ ZARRAY__REQUEST__BODY_SCRUB, "scrub", h_scrub, false },
+	{ ZARRAY__REQUEST__BODY_GC, "gc", h_gc, false },
 	{ ZARRAY__REQUEST__BODY_WATCH, "watch", h_watch, false },
 	{ ZARRAY__REQUEST__BODY_EXPORT, "export", h_export, false },
 	{ ZARRAY__REQUEST__BODY_SHUTDOWN, "shutdown", h_shutdown, false },

@@ -40,6 +40,8 @@ static Zarray__JobStatus *job_msg_new(const struct za_array_job_status *j)
 	m->rate_bps = j->rate_bps;
 	m->has_eta_s = true;
 	m->eta_s = j->eta_s;
+	m->has_rate_limit_bps = true;
+	m->rate_limit_bps = j->rate_limit_bps;
 	if (j->state == ZA_JOB_DONE) {
 		m->has_columns_left = true;
 		m->columns_left = j->cols_left;
@@ -354,6 +356,19 @@ void za_daemon_reply_jobs(struct za_daemon *d, struct za_rpc_conn *c,
 				   "%s: cannot read its status: %s", e->name,
 				   strerror(-ret));
 		return;
+	}
+	/* GC's row whatever its state: it is listed only while it runs,
+	 * and its pause and rate limit are asked about at any time. */
+	if (kind == ZA_JOB_GC) {
+		unsigned i, n = 0;
+
+		for (i = 0; i < st.nr_jobs; i++)
+			if (st.jobs[i].kind != ZA_JOB_GC)
+				st.jobs[n++] = st.jobs[i];
+		st.nr_jobs = n;
+		if (n < ZA_ARRAY_MAX_JOBS &&
+		    !za_array_gc_status(e->a, &st.jobs[n]))
+			st.nr_jobs++;
 	}
 	zarray__response__init(&r);
 	zarray__jobs__init(&jobs);

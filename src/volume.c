@@ -1722,8 +1722,23 @@ static void gc_pump(struct za_volume *v)
 
 		if (n > GC_READ_BLOCKS)
 			n = GC_READ_BLOCKS;
-		/* Paused or over its rate: wait (the job's timer, or resume,
-		 * calls again), unless writes wait for this victim. */
+		/*
+		 * Unless writes wait for this victim: paused or stopped, it
+		 * is left where it got to (the group keeps what was not
+		 * moved) once its reads in flight are done, so that nothing
+		 * stays busy; over its rate, it waits for the job's timer.
+		 */
+		if (!gc_urgent(v) &&
+		    (gc->job.state == ZA_JOB_PAUSED || gc->stopped)) {
+			free(gr);
+			if (!gc->reads) {
+				za_log_debug("gc: group %llu: left where it "
+					     "got to (paused or stopping)",
+					     (unsigned long long)gc->victim);
+				gc_finish(v, 0);
+			}
+			return;
+		}
 		if (!gc_urgent(v) && !za_job_take(&gc->job, n * 4096)) {
 			free(gr);
 			gc->held = true;
@@ -1874,10 +1889,17 @@ void za_volume_gc_kick(struct za_volume *v)
 	gc_kick(v);
 }
 
-/* Writes wait for GC: neither its pause nor its rate limit holds it. */
+/*
+ * GC is needed to keep writes flowing: free space is below GC's start
+ * point (foreground GC), or writes are held back for it. Then neither its
+ * pause nor its rate limit holds it: they hold GC's background work (GC
+ * while idle, above the start point). Holding foreground GC too let the
+ * writes of an overwrite take the last free zones before the floor could
+ * stop them (tests/cli-gc.sh, with GC paused).
+ */
 static bool gc_urgent(const struct za_volume *v)
 {
-	return v->critical || v->stalled_head;
+	return v->critical || v->stalled_head || gc_needed(v);
 }
 
 /* Nothing more to do: a running GC job's run is over (a paused one stays

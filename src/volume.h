@@ -110,12 +110,12 @@ bool za_volume_busy(const struct za_volume *v);
  */
 void za_volume_gc_stop(struct za_volume *v);
 /*
- * GC as a background job. Pause: no victim is started, nor a read of the
- * current one, while no write waits for GC - below the write floor GC
- * goes on whatever was asked, or writes would wait for ever. Resume goes
- * on. The rate limit (bytes moved per second; 0: none) holds GC the same
- * way. Progress: live bytes of the victims of the current (or last) run,
- * chosen and moved.
+ * GC as a background job. Pause: no victim is started, and the current
+ * one is left where it got to, while free space is above GC's start point
+ * and no write waits - below it GC goes on whatever was asked, or writes
+ * would run out of room. Resume goes on. The rate limit (bytes moved per
+ * second; 0: none) holds GC the same way. Progress: live bytes of the
+ * victims of the current (or last) run, chosen and moved.
  */
 void za_volume_gc_pause(struct za_volume *v);
 void za_volume_gc_resume(struct za_volume *v);

@@ -4,7 +4,8 @@
 #  - piped: plain lines only (no escape, carriage return or bar), one per
 #    change of percentage or state: "t: scrub running P% DONE/TOTAL",
 #    with "RATE/s" once the rate is known and "ETA h:mm:ss" from the
-#    third rate sample on (job.c: early ETAs were wild), ending with
+#    third rate sample on (job.c: early ETAs were wild), then the
+#    rate limit as "(limit RATE/s)" while running, ending with
 #    "t: scrub done 100.0% TOTAL/TOTAL"; exit 0;
 #  - on a terminal (script(1) gives it one): a bar redrawn in place with
 #    carriage return and erase-line, percent, done/total, rate and ETA,
@@ -66,7 +67,8 @@ lines = raw.decode().splitlines()
 assert len(lines) >= 3, lines
 size = r"\d+(\.\d)? (B|KiB|MiB)"
 pat = re.compile(r"^t: scrub (running|done) (\d+\.\d)%% (%s)/(%s)"
-                 r"( %s/s( ETA \d+:\d\d:\d\d)?)?$" % (size, size, size))
+                 r"( %s/s( ETA \d+:\d\d:\d\d)?)?( \(limit %s/s\))?$"
+                 % (size, size, size, size))
 pcts, timed = [], 0
 for l in lines:
     m = pat.match(l)
@@ -88,7 +90,8 @@ raw = open("tty.txt", "rb").read().decode()
 frames = raw.split("\r\x1b[K")[1:]
 assert len(frames) >= 3, raw
 bar = re.compile(r"^t: scrub (running|done) \[([=> ]{30})\] (\d+\.\d)% "
-                 r"\S+ \S+/\S+ \S+( \S+ \S+/s( ETA \d+:\d\d:\d\d)?)?\s*$")
+                 r"\S+ \S+/\S+ \S+( \S+ \S+/s( ETA \d+:\d\d:\d\d)?)?"
+                 r"( \(limit \S+ \S+/s\))?\s*$")
 timed = 0
 for f in frames:
     m = bar.match(f)

@@ -530,23 +530,28 @@ END_TEST
 
 /*
  * GC as a job: the overwrite of test_gc_overwrite with GC paused (_i 0)
- * or rate-limited (_i 1). Paused, it still runs below the write floor -
- * writes never wait for ever - and says it is paused throughout; resumed,
- * it runs. Rate-limited, the limit holds it back (throttled) and is
- * shown. Either way every block reads back, and the job's progress
+ * or rate-limited (_i 1), then an idle spell. Below GC's start point
+ * (foreground GC, writes waiting) neither holds it: the overwrite runs
+ * GC, completes, and every block reads back. Above it they hold GC's
+ * background work: paused, idle GC starts no victim and the job says
+ * paused throughout, until resumed; rate-limited, idle GC's reads wait
+ * for the limit (throttled) and the limit is shown. The job's progress
  * counts no more than the blocks GC moved.
  */
 START_TEST(test_gc_job)
 {
 	const bool paused = _i == 0;
 	const uint64_t rate = 2ull << 20;
+	struct za_volume_stats st, st2;
 	struct za_job_progress pr;
-	struct za_volume_stats st;
 	uint64_t vb, lba, written = 0, fill;
+	bool never = false;
 	struct tvol t;
 
 	rng = 4343 + (uint64_t)_i;
-	tvol_make_sized(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	tvol_init(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	t.idle_gc_ms = 10;
+	tvol_create(&t);
 	vb = t.vol_blocks;
 	fill = vb * 80 / 100;
 	for (lba = 0; lba + 16 <= fill; lba += 16)
@@ -574,15 +579,23 @@ START_TEST(test_gc_job)
 	while (za_volume_busy(t.v) || za_engine_busy(t.e))
 		za_io_run_once(t.io);
 	za_volume_get_stats(t.v, &st);
-	ck_assert_uint_gt(st.gc_runs, 0);
+	ck_assert_uint_gt(st.gc_runs, 0); /* foreground GC ran */
+
+	/* An idle spell. */
+	za_io_run_until(t.io, &never, 500000000);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_volume_get_stats(t.v, &st2);
 	za_volume_gc_progress(t.v, &pr);
-	ck_assert_uint_le(pr.done_bytes, st.gc_moved_blocks * 4096);
+	ck_assert_uint_le(pr.done_bytes, st2.gc_moved_blocks * 4096);
 	if (paused) {
+		ck_assert_uint_eq(st2.gc_idle_runs, st.gc_idle_runs);
 		ck_assert_int_eq(pr.state, ZA_JOB_PAUSED);
 		za_volume_gc_resume(t.v);
 		za_volume_gc_progress(t.v, &pr);
 		ck_assert_int_ne(pr.state, ZA_JOB_PAUSED);
 	} else {
+		ck_assert_uint_gt(st2.gc_idle_runs, st.gc_idle_runs);
 		ck_assert_uint_eq(pr.rate_limit_bps, rate);
 		ck_assert_uint_gt(pr.throttled, 0);
 	}
