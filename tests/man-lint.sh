@@ -3,7 +3,7 @@
 # --warnings and groff -ww, either of which is enough; skipped only when
 # neither is installed), and that zarray(8) documents, and gives an
 # example of, every command `zarray --help` lists, every action of
-# rebuild and scrub, and emu create and powercut.
+# rebuild, scrub and gc, and emu create and powercut.
 . "$(dirname "$0")/lib.sh"
 
 pages=("$top_srcdir/man/zarray.8" "$top_srcdir/man/zarrayd.8")
@@ -38,12 +38,13 @@ for c in $cmds; do
 done
 pass "every command of zarray --help is described and has an example: $(echo $cmds)"
 
-# The actions of rebuild and scrub, and emu's subcommands, one example each.
+# The actions of rebuild, scrub and gc, and emu's subcommands, one example each.
 for a in "rebuild [^ ]* start" "rebuild [^ ]* pause" "rebuild [^ ]* resume" \
 	"rebuild [^ ]* status" "scrub [^ ]* start" "scrub [^ ]* stop" \
-	"scrub [^ ]* status" "emu create" "emu powercut" "status .*--test" \
+	"scrub [^ ]* status" "gc [^ ]* pause" "gc [^ ]* resume" \
+	"gc [^ ]* status" "gc [^ ]* rate" "emu create" "emu powercut" "status .*--test" \
 	"status .*--json" "destroy .*--force"; do
 	grep -q "^zarray \(.* \)\?$a\( \|$\)" <<<"${examples//\\-/-}" ||
 		fail "zarray.8 has no example of 'zarray $a'"
 done
-pass "and of every rebuild and scrub action, emu create and powercut, status --test and --json, destroy --force"
+pass "and of every rebuild, scrub and gc action, emu create and powercut, status --test and --json, destroy --force"
