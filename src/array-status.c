@@ -160,16 +160,12 @@ int za_array_status(struct za_array *a, struct za_array_status *st)
 					rs.cols_waiting + rs.cols_failed;
 		}
 	}
-	if (a->vol) {
-		struct za_job_progress pr;
-
-		/* GC is listed while a run of it goes on (or is paused);
-		 * its totals since assembly are in the volume's figures. */
-		za_volume_gc_progress(a->vol, &pr);
-		if (pr.state == ZA_JOB_RUNNING || pr.state == ZA_JOB_PAUSED)
-			job_status_fill(&st->jobs[st->nr_jobs++], ZA_JOB_GC,
-					&pr);
-	}
+	/* GC is listed while a run of it goes on (or is paused); its totals
+	 * since assembly are in the volume's figures. */
+	if (!za_array_gc_status(a, &st->jobs[st->nr_jobs]) &&
+	    (st->jobs[st->nr_jobs].state == ZA_JOB_RUNNING ||
+	     st->jobs[st->nr_jobs].state == ZA_JOB_PAUSED))
+		st->nr_jobs++;
 	st->k = a->sb->geom.k;
 	st->p = a->sb->geom.p;
 	st->chunk_bytes = a->sb->geom.chunk_bytes;

@@ -359,17 +359,8 @@ void za_daemon_reply_jobs(struct za_daemon *d, struct za_rpc_conn *c,
 	}
 	/* GC's row whatever its state: it is listed only while it runs,
 	 * and its pause and rate limit are asked about at any time. */
-	if (kind == ZA_JOB_GC) {
-		unsigned i, n = 0;
-
-		for (i = 0; i < st.nr_jobs; i++)
-			if (st.jobs[i].kind != ZA_JOB_GC)
-				st.jobs[n++] = st.jobs[i];
-		st.nr_jobs = n;
-		if (n < ZA_ARRAY_MAX_JOBS &&
-		    !za_array_gc_status(e->a, &st.jobs[n]))
-			st.nr_jobs++;
-	}
+	if (kind == ZA_JOB_GC)
+		st.nr_jobs = !za_array_gc_status(e->a, &st.jobs[0]);
 	zarray__response__init(&r);
 	zarray__jobs__init(&jobs);
 	jobs.name = e->name;
