@@ -203,7 +203,7 @@ static inline bool eng_readable(const struct member *m)
  * must be reset like anyone's, or recovery after a restart finds the stale
  * headers, brings the segment back with its other zones, long since reset
  * and used again by other segments, and releasing it a second time resets
- * those (tools/zloop --drain, seed 9015). Recovery resets the zones
+ * those (NEWS: seed 9015). Recovery resets the zones
  * nobody claims on the same members, for the same reason
  * (test_drain_unclaimed_reset).
  */

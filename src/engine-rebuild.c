@@ -129,9 +129,8 @@ static uint64_t rb_load(const struct za_segment *g, const struct member *m)
  * the streams need: a user write fails when its stream cannot open a
  * group, and a stream holds a zone per member while it writes and one more
  * while its full group rolls over to the next. So a rebuild leaves two per
- * stream, or, with fewer than that to share, takes one at most. (With all
- * of a pass's columns started at once, rebuilds took every open zone of
- * small-budget ZNS drives and writes failed: zloop seeds 7007, 7017.)
+ * stream, or, with fewer than that to share, takes one at most (NEWS:
+ * seeds 7007, 7017).
  */
 static bool rb_budget_ok(const struct za_engine *e, const struct member *m)
 {
@@ -154,12 +153,10 @@ static uint64_t rb_queue(const struct member *m)
  * free_segs, s). Taken from member i, s stays unless all of i's free zones
  * count in it (free_i <= s) and sum(min(free_j, s)) has no slack above
  * s x width (eng_segs_from()). With the free zones skewed - a new drive beside
- * nearly full ones - columns placed by queue length took the full
- * members' last zones until no segment of k+p distinct members could
- * open, and neither the writes nor GC (which needs one to move a victim)
- * could go on, with most of the space dead (tools/zloop seed 7025). So a
- * column goes where it costs no segment whenever some member can take it
- * so. Computed as if @plus had one free zone more and @minus one less
+ * nearly full ones - columns placed by queue length alone can take the
+ * last zones that k+p distinct members need for a segment, and then
+ * neither writes nor GC can go on (NEWS: seed 7025). So a column goes
+ * where it costs no segment whenever some member can take it so. Computed as if @plus had one free zone more and @minus one less
  * (-1: none), for a column that would move; without memory for the
  * counts, every member is taken to cost nothing, as before this rule.
  */
@@ -940,9 +937,8 @@ static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en)
  * Is stripe @s to be restored (else: a hole)? The last one always is: it
  * was live when the column was listed, and only its slot can say the copy
  * is complete (F_COMPLETE), which a hole's header may not carry
- * (docs/format.md). Written as a hole when it died meanwhile, the copy
- * had no completion mark, and recovery dropped it as unfinished: the
- * array came back degraded with no member lost (zloop seed 600065).
+ * (docs/format.md); without it recovery drops the copy as unfinished
+ * (NEWS: seed 600065).
  */
 static bool rb_stripe_live(const struct za_col_rebuild *cr, uint32_t s)
 {

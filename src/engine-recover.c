@@ -339,8 +339,8 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
  * was never complete, so nothing flushed depends on it, but with k
  * columns or more it is readable and replayed, and its blocks become what
  * the volume serves. Left as it is, it would have fewer than p columns of
- * redundancy, and nothing would ever restore them: one failure later its
- * data would be gone (zloop seed 7016). Dropping it instead is not stable:
+ * redundancy, and nothing would ever restore them (NEWS: seed 7016).
+ * Dropping it instead is not stable:
  * the end of recovery finishes the zone, and the next recovery would find
  * the slot inside a full zone and take the stripe after all.
  *
@@ -544,11 +544,9 @@ static void rec_unclaim(struct za_engine *e)
  * resets the places columns hold, not a copy under way, and an aborted
  * copy's zone is reset only if its drive answers; zarrayd killed first,
  * or the drive out of reach, and the zone keeps slots naming the
- * segment. The copy used to be dropped and the segment kept: it claimed
- * first places that newer segments had taken since, and when GC released
- * it again it reset their zones (tools/zloop seed 840013's kept drives:
- * segment 16, released long before, came back from member 7's zone 4,
- * and two other segments then read as lost). A segment with any header
+ * segment. Kept, such a segment claims first places that newer segments
+ * have taken since, and releasing it again resets their zones (NEWS:
+ * seed 840013). A segment with any header
  * at a place it still holds, its first place or a finished copy's, stays.
  * So does one with k or more of its places on drives not read (missing
  * or failed): what those hold is not known, and it may still be whole.
@@ -602,8 +600,7 @@ static void rec_drop_orphans(struct za_engine *e)
  * given back when the copy was flushed, and a restart claimed it again,
  * empty, for as long as the segment lived: each restart after such moves
  * took more of that drive's zones (test_moved_old_zone_free_after_restart;
- * the likely cause of tools/zloop seed 840013's GC churning at "free 2 of
- * 25 segments" over drives with 16 empty zones each). And a copy killed
+ * NEWS: seed 840013). And a copy killed
  * after its last slot but before the old zone was reset left the old zone
  * holding the segment's slots, claimed, so never reset: after the
  * segment's release it brought the segment back. Zones claimed by the
@@ -636,9 +633,9 @@ static void rec_claim(struct za_engine *e)
  * column moved off a member in service leaves its old zone reset once the
  * copy is flushed; if the copy's member fails later, nothing reads it at
  * the next assembly and every header of the segment still names the old
- * zone as the column's first place (tools/zloop seed 840022). Read there,
- * each read failed with ENODATA, counted against the member that still
- * held the zone, until it was failed for read errors. Absent, the column
+ * zone as the column's first place. Read there, each read fails with
+ * ENODATA and counts against the member that now holds the zone, until
+ * it is failed for read errors (NEWS: seed 840022). Absent, the column
  * is decoded on reads and restored by the rebuild. A torn column on a
  * writable member was completed before this (rec_complete()), so an empty
  * zone here is one that cannot be written or had nothing to complete.
@@ -693,11 +690,9 @@ static void rec_drop_vanished(struct za_engine *e, const struct rec_ctx *rc)
  * or failed. After a restart nothing is read from Y and the other
  * columns' headers name X's old zone as the column's first place - a zone
  * now full of the new segment's column, not empty. Taken as the old
- * segment's, its reads failed on X (the new segment's bytes, or nothing
- * past its write pointer) until X was failed for read errors, and GC
- * releasing the old segment reset the zone under the new one, whose
- * column was gone (tools/zloop seed 7033: "lost, but no fault was
- * injected"). So before pass 2 - which reads and completes columns at
+ * segment's, its reads fail on X until X is failed for read errors, and
+ * releasing the old segment resets the zone under the new one (NEWS:
+ * seed 7033). So before pass 2 - which reads and completes columns at
  * their places - a column of which pass 1 found no header anywhere, at a
  * place whose first slot holds a valid header of another column, is
  * detached; the zone stays its owner's. @rc->st is merged and sorted by
