@@ -1719,6 +1719,8 @@ static void gc_pump(struct za_volume *v)
 		struct gc_ext *x = &gc->ext[gc->next_ext];
 		uint64_t n = x->n - gc->next_off;
 		struct gc_read *gr = calloc(1, sizeof(*gr));
+		/* Once per read: it asks the engine for its free space. */
+		bool urgent = gc_urgent(v);
 
 		if (n > GC_READ_BLOCKS)
 			n = GC_READ_BLOCKS;
@@ -1728,7 +1730,7 @@ static void gc_pump(struct za_volume *v)
 		 * moved) once its reads in flight are done, so that nothing
 		 * stays busy; over its rate, it waits for the job's timer.
 		 */
-		if (!gc_urgent(v) &&
+		if (!urgent &&
 		    (gc->job.state == ZA_JOB_PAUSED || gc->stopped)) {
 			free(gr);
 			if (!gc->reads) {
@@ -1739,7 +1741,7 @@ static void gc_pump(struct za_volume *v)
 			}
 			return;
 		}
-		if (!gc_urgent(v) && !za_job_take(&gc->job, n * 4096)) {
+		if (!urgent && !za_job_take(&gc->job, n * 4096)) {
 			free(gr);
 			gc->held = true;
 			return;
@@ -1759,8 +1761,7 @@ static void gc_pump(struct za_volume *v)
 		gr->er.done = gc_read_done;
 		/* Low priority while no write waits for this victim: user
 		 * I/O on the same drives goes first. */
-		gr->er.prio = gc_urgent(v) ? ZA_DEV_PRIO_NORMAL :
-					     ZA_DEV_PRIO_LOW;
+		gr->er.prio = urgent ? ZA_DEV_PRIO_NORMAL : ZA_DEV_PRIO_LOW;
 		gr->er.priv = gr;
 		gc->next_off += n;
 		if (gc->next_off == x->n) {
