@@ -80,12 +80,14 @@ static const struct {
 	  "limits the bytes it moves (MB/s, 10^6 bytes; 0: no\nlimit), under "
 	  "the same exception. status shows its state, progress and\n"
 	  "limit.\n" },
-	{ "scrub", "zarray scrub NAME start|stop|status [--rate MB/s] [--json]",
+	{ "scrub",
+	  "zarray scrub NAME start|stop|pause|resume|status [--rate MB/s] "
+	  "[--json]",
 	  "Read and verify every live stripe, repairing what fails its "
 	  "checksum.\n--rate limits it (MB/s of stripes read, 10^6 bytes; 0: "
-	  "no limit) and goes\nwith start. A stopped scrub starts again where "
-	  "it stopped; one running\nwhen zarrayd stops goes on by itself when "
-	  "it starts again.\n" },
+	  "no limit) and goes\nwith start or resume. pause holds a run, resume "
+	  "goes on; a stopped scrub\nstarts again where it stopped; one running "
+	  "when zarrayd stops goes on by\nitself when it starts again.\n" },
 	{ "watch", "zarray watch NAME [--json]",
 	  "Follow the array's background jobs until they end: a progress bar "
 	  "on a\nterminal, a line per percent otherwise, JSON lines with "

@@ -148,6 +148,8 @@ int za_client_run(const struct za_cli *cli, const char *cmd,
 	return 0;
 }
 
+const char za_client_said[] = "done";
+
 int za_client_change(const struct za_cli *cli, const char *cmd,
 		     Zarray__Request *req, const char *name, const char *done)
 {
@@ -157,6 +159,10 @@ int za_client_change(const struct za_cli *cli, const char *cmd,
 	rc = za_client_run(cli, cmd, req, ZA_CLIENT_NO_TIMEOUT, &r);
 	if (rc)
 		return rc;
+	if (done == ZA_CLIENT_SAID &&
+	    r->body_case == ZARRAY__RESPONSE__BODY_DONE && r->done->message &&
+	    *r->done->message)
+		done = r->done->message;
 	if (done)
 		fprintf(stderr, "zarray %s: %s %s\n", cmd, name, done);
 	za_rpc_response_free(r);

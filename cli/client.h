@@ -62,8 +62,13 @@ int za_client_run(const struct za_cli *cli, const char *cmd,
 /*
  * A command that changes something: send @req and wait as long as it
  * takes; on success say "zarray CMD: NAME DONE" on stderr (nothing if
- * @done is NULL). Returns an exit code, having printed why if it fails.
+ * @done is NULL; the daemon's own words if @done is ZA_CLIENT_SAID, for
+ * requests whose outcome the daemon decides, such as a rate given to a
+ * job already running). Returns an exit code, having printed why if it
+ * fails.
  */
+extern const char za_client_said[];
+#define ZA_CLIENT_SAID za_client_said
 int za_client_change(const struct za_cli *cli, const char *cmd,
 		     Zarray__Request *req, const char *name, const char *done);
 

@@ -37,7 +37,7 @@ static const struct {
 	{ "rebuild", za_cmd_rebuild, "start, pause, resume, show a rebuild" },
 	{ "gc", za_cmd_gc,
 	  "pause, resume, rate-limit, show garbage collection" },
-	{ "scrub", za_cmd_scrub, "start, stop, show a scrub" },
+	{ "scrub", za_cmd_scrub, "start, stop, pause, resume, show a scrub" },
 	{ "watch", za_cmd_watch, "follow an array's jobs until they end" },
 	{ "export", za_cmd_export, "print an array's NBD URI" },
 	{ "shutdown", za_cmd_shutdown, "stop every array and zarrayd" },

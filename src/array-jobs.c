@@ -412,10 +412,11 @@ int za_array_gc(struct za_array *a, enum za_array_gc_op op, uint64_t rate_bps,
 	return -EINVAL;
 }
 
-int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
-		   size_t errlen)
+int za_array_scrub(struct za_array *a, enum za_array_scrub_op op,
+		   uint64_t rate_bps, char *err, size_t errlen)
 {
 	struct za_scrub_status st;
+	bool in_run;
 	int ret;
 
 	if (!a->scrub) {
@@ -424,9 +425,13 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 		return -EINVAL;
 	}
 	za_scrub_status(a->scrub, &st);
-	if (!start) {
-		if (st.job.state != ZA_JOB_RUNNING &&
-		    st.job.state != ZA_JOB_PAUSED) {
+	in_run = st.job.state == ZA_JOB_RUNNING ||
+		 st.job.state == ZA_JOB_PAUSED;
+	switch (op) {
+	case ZA_ARRAY_SCRUB_START:
+		break;
+	case ZA_ARRAY_SCRUB_STOP:
+		if (!in_run) {
 			arr_seterr(err, errlen, "no scrub of '%s' is running",
 				   a->sb->name);
 			return -EINVAL;
@@ -434,10 +439,50 @@ int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
 		a->scrub_stop_asked = true;
 		za_scrub_stop(a->scrub);
 		return 0;
+	case ZA_ARRAY_SCRUB_PAUSE:
+		if (st.job.state == ZA_JOB_PAUSED) {
+			arr_seterr(err, errlen,
+				   "the scrub of '%s' is paused already",
+				   a->sb->name);
+			return -EALREADY;
+		}
+		if (st.job.state != ZA_JOB_RUNNING) {
+			arr_seterr(err, errlen, "no scrub of '%s' is running",
+				   a->sb->name);
+			return -EINVAL;
+		}
+		za_scrub_pause(a->scrub);
+		za_log_info("array %s: scrub paused", a->sb->name);
+		return 0;
+	case ZA_ARRAY_SCRUB_RESUME:
+		if (st.job.state != ZA_JOB_PAUSED) {
+			arr_seterr(err, errlen,
+				   "the scrub of '%s' is not paused",
+				   a->sb->name);
+			return -EINVAL;
+		}
+		if (rate_bps != UINT64_MAX)
+			za_scrub_set_rate(a->scrub, rate_bps);
+		za_scrub_resume(a->scrub);
+		za_log_info("array %s: scrub resumed", a->sb->name);
+		return 0;
+	case ZA_ARRAY_SCRUB_RATE:
+		za_scrub_set_rate(a->scrub, rate_bps);
+		za_log_info("array %s: scrub rate limit %llu B/s%s",
+			    a->sb->name, (unsigned long long)rate_bps,
+			    rate_bps ? "" : " (none)");
+		/* Kept with the position for the next start. */
+		if (in_run)
+			scrub_save_now(a, true, false);
+		return 0;
+	default:
+		arr_seterr(err, errlen, "unknown scrub operation");
+		return -EINVAL;
 	}
-	if (st.job.state == ZA_JOB_RUNNING || st.job.state == ZA_JOB_PAUSED) {
-		arr_seterr(err, errlen, "a scrub of '%s' is running",
-			   a->sb->name);
+	if (in_run) {
+		arr_seterr(err, errlen, "a scrub of '%s' is %s", a->sb->name,
+			   st.job.state == ZA_JOB_PAUSED ? "paused: resume it" :
+							   "running");
 		return -EALREADY;
 	}
 	if (rate_bps != UINT64_MAX)

@@ -225,14 +225,24 @@ int za_array_remove(struct za_array *a, const char *const *paths, unsigned n,
 int za_array_replace(struct za_array *a, const char *old_path,
 		     const char *new_path, char *err, size_t errlen);
 /*
- * Scrub: @start reads every live stripe whole, checks checksums and
+ * Scrub. START reads every live stripe whole, checks checksums and
  * parity, and moves bad columns (rate-limited by @rate_bps, bytes read
  * per second; 0: none; UINT64_MAX: the limit it had); a stopped scrub
- * resumes after the last segment it finished. !@start stops it. 0 or
- * -errno with @err set.
+ * starts again after the last segment it finished. STOP ends the run
+ * (its position kept); PAUSE holds it, listed as paused, and RESUME goes
+ * on (@rate_bps as for START); RATE changes the limit, whatever the
+ * state. 0 or -errno with @err set (-EALREADY: running or paused
+ * already; -EINVAL: not in a state for it).
  */
-int za_array_scrub(struct za_array *a, bool start, uint64_t rate_bps, char *err,
-		   size_t errlen);
+enum za_array_scrub_op {
+	ZA_ARRAY_SCRUB_START = 1,
+	ZA_ARRAY_SCRUB_STOP = 2,
+	ZA_ARRAY_SCRUB_PAUSE = 3,
+	ZA_ARRAY_SCRUB_RESUME = 4,
+	ZA_ARRAY_SCRUB_RATE = 5,
+};
+int za_array_scrub(struct za_array *a, enum za_array_scrub_op op,
+		   uint64_t rate_bps, char *err, size_t errlen);
 /*
  * Scrub state worth keeping across a restart. The owner (the daemon) is
  * told each change through the saver: a run starting, its position

@@ -754,6 +754,11 @@ act:
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
+	if (m->has_rate_bps) {
+		/* The limit holds for later runs too: kept for restarts. */
+		e->rebuild_rate_bps = m->rate_bps;
+		za_daemon_record_write(d, e);
+	}
 	ret = za_array_rebuild(e->a, op, 0, err, sizeof(err));
 	if (ret == -EALREADY && m->has_rate_bps &&
 	    op != ZA_ARRAY_REBUILD_PAUSE) {
@@ -816,48 +821,83 @@ static void h_gc(struct za_daemon *d, struct za_rpc_conn *c,
 		reply_array_err(c, req->id, ret, strerror(-ret), err);
 		return;
 	}
+	/* Kept for the next start (daemon-record.c). */
+	if (op == ZA_ARRAY_GC_RATE)
+		e->gc_rate_bps = m->rate_bps;
+	else
+		e->gc_paused = op == ZA_ARRAY_GC_PAUSE;
+	za_daemon_record_write(d, e);
 	za_daemon_reply_done(c, req->id, done);
 }
 
 static void h_scrub(struct za_daemon *d, struct za_rpc_conn *c,
 		    const Zarray__Request *req)
 {
+	static const struct {
+		enum za_array_scrub_op op;
+		const char *name, *done;
+		bool rate; /* takes a rate */
+	} acts[] = {
+		[ZARRAY__SCRUB_ACTION__SCRUB_START] = { ZA_ARRAY_SCRUB_START,
+							"start",
+							"scrub running", true },
+		[ZARRAY__SCRUB_ACTION__SCRUB_STOP] = { ZA_ARRAY_SCRUB_STOP,
+						       "stop", "scrub stopped",
+						       false },
+		[ZARRAY__SCRUB_ACTION__SCRUB_PAUSE] = { ZA_ARRAY_SCRUB_PAUSE,
+							"pause", "scrub paused",
+							false },
+		[ZARRAY__SCRUB_ACTION__SCRUB_RESUME] = { ZA_ARRAY_SCRUB_RESUME,
+							 "resume",
+							 "scrub running",
+							 true },
+	};
 	const Zarray__Scrub *m = req->scrub;
 	struct d_array *e = named(d, c, req->id, m->name);
+	char err[256] = "", peer[64];
+	unsigned a = (unsigned)m->action;
+	int ret;
 
 	if (!e)
 		return;
-	switch (m->action) {
-	case ZARRAY__SCRUB_ACTION__SCRUB_STATUS:
+	if (m->action == ZARRAY__SCRUB_ACTION__SCRUB_STATUS) {
 		za_daemon_reply_jobs(d, c, req->id, e, ZA_JOB_SCRUB);
 		return;
-	case ZARRAY__SCRUB_ACTION__SCRUB_START:
-	case ZARRAY__SCRUB_ACTION__SCRUB_STOP: {
-		bool start = m->action == ZARRAY__SCRUB_ACTION__SCRUB_START;
-		char err[256] = "", peer[64];
-		int ret;
-
-		za_log_info("%s: scrub %s (%s)", m->name,
-			    start ? "start" : "stop",
-			    peer_str(c, peer, sizeof(peer)));
-		/* Without --rate: the limit it had (restored ones too). */
-		ret = za_array_scrub(e->a, start,
-				     m->has_rate_bps ? m->rate_bps : UINT64_MAX,
-				     err, sizeof(err));
-		if (ret < 0) {
-			reply_array_err(c, req->id, ret, strerror(-ret), err);
-			return;
-		}
-		za_daemon_reply_done(c, req->id,
-				     start ? "scrub running" : "scrub stopped");
-		return;
 	}
-	default:
+	if (a >= sizeof(acts) / sizeof(acts[0]) || !acts[a].name) {
 		za_rpc_reply_error(c, req->id,
 				   ZARRAY__ERROR_CODE__ERR_MALFORMED, EINVAL,
 				   "unknown scrub action %d", (int)m->action);
 		return;
 	}
+	if (m->has_rate_bps && !acts[a].rate) {
+		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_INVALID,
+				   EINVAL,
+				   "a rate applies to start and resume only");
+		return;
+	}
+	za_log_info("%s: scrub %s%s (%s)", m->name, acts[a].name,
+		    m->has_rate_bps ? " with a rate limit" : "",
+		    peer_str(c, peer, sizeof(peer)));
+	/* Without --rate: the limit it had (restored ones too). */
+	ret = za_array_scrub(e->a, acts[a].op,
+			     m->has_rate_bps ? m->rate_bps : UINT64_MAX, err,
+			     sizeof(err));
+	/* A rate given to a scrub under way changes its limit, as for a
+	 * rebuild. */
+	if (ret == -EALREADY && m->has_rate_bps) {
+		ret = za_array_scrub(e->a, ZA_ARRAY_SCRUB_RATE, m->rate_bps,
+				     err, sizeof(err));
+		if (ret >= 0) {
+			za_daemon_reply_done(c, req->id, "rate limit changed");
+			return;
+		}
+	}
+	if (ret < 0) {
+		reply_array_err(c, req->id, ret, strerror(-ret), err);
+		return;
+	}
+	za_daemon_reply_done(c, req->id, acts[a].done);
 }
 
 /* Registered, the request stays open: za_daemon_watch_tick_cb() answers. */

@@ -51,6 +51,10 @@ struct d_array {
 	struct za_array_scrub_save scrub;
 	bool scrub_dirty; /* told, not written yet (at most 1 s late) */
 	ev_tstamp scrub_written; /* when the record was last written */
+	/* Job settings an admin gave, kept across restarts (0: no limit). */
+	bool gc_paused;
+	uint64_t gc_rate_bps;
+	uint64_t rebuild_rate_bps;
 };
 
 /* A connection waiting for something: a watch, a parked request, or the

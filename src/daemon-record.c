@@ -2,8 +2,11 @@
 /*
  * daemon-record.c - the daemon's state directory: STATE/arrays/NAME.conf
  * records each array this daemon runs (name, uuid, member paths, TCP
- * address, where its scrub got to) so that the next start assembles,
- * exports and goes on scrubbing it again. A record is written to a
+ * address, where its scrub got to, the settings of its jobs: GC paused,
+ * GC's and the rebuild's rate limits) so that the next start assembles,
+ * exports and goes on scrubbing it again, with the same settings. A
+ * paused rebuild is not kept paused: a restart restores redundancy first
+ * (docs/design.md 13). A record is written to a
  * temporary file, fsynced and renamed, then the directory fsynced; read
  * back, it is checked like anything from outside (bounded lines, a valid
  * name that is the file's, absolute member paths). At start every record
@@ -77,6 +80,12 @@ int za_daemon_record_write(struct za_daemon *d, const struct d_array *e)
 			e->scrub.running ? "running" : "stopped",
 			(unsigned long long)e->scrub.position,
 			(unsigned long long)e->scrub.rate_bps);
+	if (e->gc_paused || e->gc_rate_bps)
+		fprintf(f, "gc %s %llu\n", e->gc_paused ? "paused" : "running",
+			(unsigned long long)e->gc_rate_bps);
+	if (e->rebuild_rate_bps)
+		fprintf(f, "rebuild-rate %llu\n",
+			(unsigned long long)e->rebuild_rate_bps);
 	if (fflush(f) != 0 || fsync(fd) < 0) {
 		ret = -errno;
 		fclose(f);
@@ -121,6 +130,9 @@ struct record {
 	unsigned nr_paths;
 	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
 	struct za_array_scrub_save scrub; /* zero: no scrub line */
+	bool gc_paused; /* "gc paused RATE" */
+	uint64_t gc_rate_bps; /* 0: no limit */
+	uint64_t rebuild_rate_bps; /* "rebuild-rate RATE"; 0: no limit */
 };
 
 /* Digits only, up to the next space or the end; *@s moves past them. */
@@ -154,6 +166,26 @@ static int scrub_parse(const char *s, struct za_array_scrub_save *out)
 		memset(out, 0, sizeof(*out));
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* "paused|running RATE" of a gc line. Returns 0 or -EINVAL. */
+static int gc_parse(const char *s, bool *paused, uint64_t *rate_bps)
+{
+	bool p;
+
+	if (!strncmp(s, "paused ", 7))
+		p = true;
+	else if (!strncmp(s, "running ", 8))
+		p = false;
+	else
+		return -EINVAL;
+	s += p ? 7 : 8;
+	if (u64_parse(&s, rate_bps) < 0 || *s) {
+		*rate_bps = 0;
+		return -EINVAL;
+	}
+	*paused = p;
 	return 0;
 }
 
@@ -239,6 +271,20 @@ static int record_read(struct za_daemon *d, const char *file, struct record *r)
 			if (scrub_parse(line + 6, &r->scrub) < 0)
 				za_log_warn("%s:%u: bad scrub state ignored",
 					    path, lineno);
+		} else if (!strncmp(line, "gc ", 3)) {
+			/* Settings: bad ones are dropped, not the array. */
+			if (gc_parse(line + 3, &r->gc_paused, &r->gc_rate_bps) <
+			    0)
+				za_log_warn("%s:%u: bad gc settings ignored",
+					    path, lineno);
+		} else if (!strncmp(line, "rebuild-rate ", 13)) {
+			const char *s = line + 13;
+
+			if (u64_parse(&s, &r->rebuild_rate_bps) < 0 || *s) {
+				r->rebuild_rate_bps = 0;
+				za_log_warn("%s:%u: bad rebuild rate ignored",
+					    path, lineno);
+			}
 		} else if (strncmp(line, "uuid ", 5)) {
 			/* Written by a newer zarrayd: keep going. */
 			za_log_warn("%s:%u: unknown line ignored", path,
@@ -356,6 +402,30 @@ static int assemble_record(struct za_daemon *d, const struct record *r,
 	return ret;
 }
 
+/*
+ * The job settings the record kept, given back to the array as if asked
+ * again; one that does not take is logged and dropped from the record
+ * (rewritten at the next change).
+ */
+static void settings_restore(struct d_array *e, const struct record *r)
+{
+	char err[256] = "";
+
+	if (r->gc_rate_bps &&
+	    za_array_gc(e->a, ZA_ARRAY_GC_RATE, r->gc_rate_bps, err,
+			sizeof(err)) >= 0)
+		e->gc_rate_bps = r->gc_rate_bps;
+	if (r->gc_paused &&
+	    za_array_gc(e->a, ZA_ARRAY_GC_PAUSE, 0, err, sizeof(err)) >= 0)
+		e->gc_paused = true;
+	if (r->rebuild_rate_bps &&
+	    za_array_rebuild(e->a, ZA_ARRAY_REBUILD_RATE, r->rebuild_rate_bps,
+			     err, sizeof(err)) >= 0)
+		e->rebuild_rate_bps = r->rebuild_rate_bps;
+	if (*err)
+		za_log_err("%s: a job setting not restored: %s", r->name, err);
+}
+
 /* Assemble what the state directory lists; failures are only logged. */
 void za_daemon_assemble_recorded(struct za_daemon *d)
 {
@@ -407,6 +477,7 @@ void za_daemon_assemble_recorded(struct za_daemon *d)
 						   sizeof(err)) < 0)
 				za_log_err("%s: scrub not resumed: %s", r.name,
 					   err);
+			settings_restore(e, &r);
 		}
 		record_free(&r);
 	}

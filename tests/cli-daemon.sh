@@ -50,7 +50,7 @@ u "rebuild unknown action" "$ZARRAY" rebuild t restart
 u "rebuild bad --rate" "$ZARRAY" rebuild t start --rate fast
 u "rebuild --rate with pause" "$ZARRAY" rebuild t pause --rate 10
 u "scrub without an action" "$ZARRAY" scrub t
-u "scrub unknown action" "$ZARRAY" scrub t pause
+u "scrub unknown action" "$ZARRAY" scrub t frob
 u "watch without a name" "$ZARRAY" watch
 u "export without a name" "$ZARRAY" export
 u "shutdown with an argument" "$ZARRAY" shutdown now

@@ -41,7 +41,7 @@ pass "every command of zarray --help is described and has an example: $(echo $cm
 # The actions of rebuild, scrub and gc, and emu's subcommands, one example each.
 for a in "rebuild [^ ]* start" "rebuild [^ ]* pause" "rebuild [^ ]* resume" \
 	"rebuild [^ ]* status" "scrub [^ ]* start" "scrub [^ ]* stop" \
-	"scrub [^ ]* status" "gc [^ ]* pause" "gc [^ ]* resume" \
+	"scrub [^ ]* status" "scrub [^ ]* pause" "scrub [^ ]* resume" "gc [^ ]* pause" "gc [^ ]* resume" \
 	"gc [^ ]* status" "gc [^ ]* rate" "emu create" "emu powercut" "status .*--test" \
 	"status .*--json" "destroy .*--force"; do
 	grep -q "^zarray \(.* \)\?$a\( \|$\)" <<<"${examples//\\-/-}" ||
