@@ -4,8 +4,8 @@
  * (or drain) starts and what kind of run it is, what happens when it
  * ends (moved columns flushed, drained members retired and released),
  * scrub control and the state its owner keeps across restarts, and GC
- * control. The work itself is rebuild.c, scrub.c and volume.c's GC, on
- * the job core (job.c).
+ * control. The work itself is rebuild.c, scrub.c and the volume's GC
+ * (gc.c), on the job core (job.c).
  */
 #include <ctype.h>
 #include <assert.h>

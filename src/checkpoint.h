@@ -15,7 +15,7 @@
  *
  * Pure functions, no I/O and no allocation; the decoder treats its input
  * as hostile (it comes from a drive). Where checkpoints are written and
- * when they are used is the volume's business (volume.c).
+ * when they are used is the volume's business (volume-checkpoint.c).
  */
 #ifndef ZA_CHECKPOINT_H
 #define ZA_CHECKPOINT_H

@@ -20,16 +20,16 @@
  *                      flush waiting for it has flushed the drives.
  *  - "stripe-complete" src/engine-write.c: every column of a stripe (any
  *                      stream) is written, before its owner is told.
- *  - "gc-move"         src/volume.c: garbage collection's moved data is
+ *  - "gc-move"         src/gc.c: garbage collection's moved data is
  *                      flushed, before the victim group is released.
  *  - "zone-reset"      src/engine-space.c: one zone of a released group is
  *                      reset, the others may not be yet.
  *  - "sb-write"        src/sb.c: one member's superblock update is written
  *                      and flushed, the other members' may not be yet.
- *  - "checkpoint"      src/volume.c: one part of a checkpoint is complete
- *                      on every column; the other parts and the flush that
- *                      makes it live may not be. Recovery then uses the
- *                      previous checkpoint.
+ *  - "checkpoint"      src/volume-checkpoint.c: one part of a checkpoint
+ *                      is complete on every column; the other parts and
+ *                      the flush that makes it live may not be. Recovery
+ *                      then uses the previous checkpoint.
  *  - "rebuild-step"    src/engine-rebuild.c: one slot of a rebuilt column is
  *                      written; the copy is not complete. Recovery drops
  *                      it and the rebuild starts that column again.

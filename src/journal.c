@@ -3,7 +3,7 @@
  * journal.c - the unmap record's codec (journal.h; the layout is in
  * docs/format.md, "Unmap record"). It only turns a range into 4096 bytes
  * and back, checking every byte it reads; it does not write, flush or
- * replay anything (volume.c does).
+ * replay anything (volume.c and volume-checkpoint.c do).
  */
 #include <errno.h>
 #include <string.h>

@@ -1685,7 +1685,7 @@ static void deep_batch(struct tvol *t, struct sq_req *q, uint8_t *bufs,
 	}
 }
 
-/* The user-write floor of volume.c's space_critical(): one write set of
+/* The user-write floor of volume.c's vol_space_critical(): one write set of
  * free segments, the checkpoint stream's segment not counted, plus one. */
 static uint64_t write_floor_segs(const struct za_engine_space *sp)
 {

@@ -1,0 +1,828 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * volume-checkpoint.c - the volume's checkpoints and its crash recovery.
+ * Checkpoints: when one is due, the quiet point it needs, the map and the
+ * unmap lists encoded into parts, the parts written as metadata stripes
+ * of their own stream and flushed, and the previous checkpoint then
+ * superseded. Recovery: at assembly, the latest complete checkpoint found
+ * and loaded, the stripes written after it replayed into the map (data,
+ * journal blocks, unmap records), and every group's live counter rebuilt
+ * from the result.
+ *
+ * It does not encode or check a part's bytes (checkpoint.c, the codec),
+ * nor an unmap record's (journal.c); it does not scan the drives for
+ * stripes, complete torn ones or order them (the engine's recovery,
+ * engine-recover.c); and it does not reclaim superseded parts (gc.c
+ * releases their groups like any garbage).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "crash.h"
+#include "journal.h"
+#include "log.h"
+#include "map.h"
+#include "volume-int.h"
+
+/* ---- checkpoints ---- */
+
+/*
+ * Big theory
+ * ----------
+ * A checkpoint is the map (every extent: LBA range, data or journal
+ * group, position) and the unmap records that journal groups still hold,
+ * as they are once every stripe with a sequence number up to S is on the
+ * drives and none after S exists yet. Recovery loads it and replays only
+ * the stripes after S (za_engine_recover_from()).
+ *
+ * "None after S exists yet" needs a quiet moment, because the map is
+ * updated in acknowledgement order while stripes get their sequence
+ * numbers when the engine writes them, and because a block still in a
+ * buffer has no place on the drives to record. So a checkpoint:
+ *
+ *   1. quiesces: writes, trims and garbage collection are held back and a
+ *      flush disposes of the open buffer, waits for every stripe in
+ *      flight and flushes the drives. When it answers, no buffer is
+ *      alive, every stripe handed out (seq <= S = next sequence - 1) is
+ *      complete and durable, and the map names only drive locations;
+ *   2. encodes the map and the unmap lists into parts (checkpoint.h) in
+ *      memory, in one go on the loop thread, and lets writes go on;
+ *   3. writes the parts as metadata stripes of its own stream (k = 1, p+1
+ *      copies on distinct members, like the journal), a few at a time;
+ *   4. flushes the drives; only then does it supersede the previous one,
+ *      whose parts become garbage for GC to reclaim.
+ *
+ *   writes ......|held|.......................................
+ *   flush         [==]                      (S fixed here)
+ *   parts              [p0][p1][p2]...[pn-1]
+ *   flush                                   [==] -> live; previous: garbage
+ *
+ * A crash before step 4 leaves a torn or unflushed checkpoint: recovery
+ * finds it incomplete and falls back to the previous one, which is still
+ * live, or to a full replay. Live parts are counted per group like live
+ * blocks so GC never takes them; a group holding only superseded or torn
+ * parts has no live count and is released without moving anything.
+ */
+
+static uint64_t ckpt_interval(const struct za_volume *v)
+{
+	const struct ckpt *c = &v->ck;
+	uint64_t base, by_size, p = za_engine_layout(v->eng)->p;
+
+	if (c->interval_blocks)
+		return c->interval_blocks;
+	base = v->size_blocks / 8;
+	if (base < (16ull << 20) / 4096)
+		base = (16ull << 20) / 4096;
+	if (base > (1ull << 30) / 4096)
+		base = (1ull << 30) / 4096;
+	/* A part costs 2(p+1) device blocks: a few percent of what the
+	 * interval writes, whatever the map's size. */
+	by_size = 64 * (p + 1) * c->live_nr;
+	return base > by_size ? base : by_size;
+}
+
+static void ckpt_answer(struct za_vol_req **list, int result)
+{
+	struct za_vol_req *r;
+
+	while ((r = *list)) {
+		*list = r->next;
+		r->done(r, result);
+	}
+}
+
+/* Parts of a checkpoint stop counting as live in their groups. */
+static void ckpt_drop_parts(struct za_volume *v, const uint64_t *groups,
+			    uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		struct live *l = vol_live_get(v, groups[i], false);
+
+		if (l)
+			vol_live_add(v, l, -1);
+	}
+}
+
+static void ckpt_end(struct za_volume *v, int err)
+{
+	struct ckpt *c = &v->ck;
+
+	if (err) {
+		if (c->part_group)
+			ckpt_drop_parts(v, c->part_group, c->done_parts);
+		v->st.checkpoint_failures++;
+		za_log_warn("volume: checkpoint not written: %s; the previous "
+			    "one (sequence %llu) stays in use",
+			    strerror(-err), (unsigned long long)c->live_seq);
+	}
+	free(c->blocks);
+	c->blocks = NULL;
+	free(c->part_group);
+	c->part_group = NULL;
+	c->nr_parts = c->next_part = c->done_parts = 0;
+	c->state = CK_IDLE;
+	ckpt_answer(&c->cur_waiters, err);
+	/* GC before the held-back writes, as after a victim (gc_finish()). */
+	vol_gc_kick(v);
+	vol_resume_stalled(v);
+	vol_ckpt_kick(v);
+}
+
+static void ckpt_flushed(struct za_engine_flush *f, int result)
+{
+	struct za_volume *v = f->priv;
+	struct ckpt *c = &v->ck;
+
+	if (!result) {
+		/* Complete and durable: it supersedes the previous one. */
+		ckpt_drop_parts(v, c->live_groups, c->live_nr);
+		free(c->live_groups);
+		c->live_groups = c->part_group;
+		c->part_group = NULL;
+		c->live_nr = c->nr_parts;
+		c->live_id = c->id;
+		c->live_seq = c->seq;
+		c->live_gen = c->snap_gen;
+		v->st.checkpoints++;
+		za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts",
+			     (unsigned long long)c->id,
+			     (unsigned long long)c->seq, c->nr_parts);
+	}
+	ckpt_end(v, result);
+}
+
+static void ckpt_part_done(struct za_stripe_w *s, int result)
+{
+	struct za_volume *v = s->priv;
+	struct ckpt *c = &v->ck;
+
+	c->inflight--;
+	if (!result) {
+		struct live *l = vol_live_get(v, s->group_id, true);
+
+		/* Counted from now: GC must not take a group holding parts
+		 * of the checkpoint being written either. */
+		if (l)
+			vol_live_add(v, l, 1);
+		c->part_group[c->done_parts++] = s->group_id;
+	} else if (!c->error) {
+		c->error = result;
+	}
+	za_engine_stripe_put(v->eng, s);
+	if (!result)
+		za_crash_point("checkpoint");
+	if (c->error) {
+		if (!c->inflight)
+			ckpt_end(v, c->error);
+		return;
+	}
+	if (c->done_parts < c->nr_parts) {
+		vol_ckpt_pump(v);
+		return;
+	}
+	c->state = CK_FLUSH;
+	memset(&c->ef, 0, sizeof(c->ef));
+	c->ef.done = ckpt_flushed;
+	c->ef.priv = v;
+	za_engine_flush(v->eng, &c->ef);
+}
+
+/*
+ * Below the floor with GC moving a victim, no new part is sent: a part may
+ * need a new segment of the checkpoint stream (p+1 zones), and those could
+ * be the zones the victim's live data needs - GC's stripes then failed
+ * with -ENOSPC and every later flush with them (test_ckpt_below_floor,
+ * small zones: a checkpoint of 6 parts opened a segment with one segment's
+ * worth of zones free). gc_finish() sends the rest.
+ */
+void vol_ckpt_pump(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	while (!c->error && c->next_part < c->nr_parts &&
+	       c->inflight < c->window && !vol_gc_goes_first(v)) {
+		struct za_stripe_w *s =
+			za_engine_stripe_get_stream(v->eng, c->stream);
+
+		if (!s) {
+			c->error = -ENOMEM;
+			break;
+		}
+		memcpy(za_stripe_w_block(v->eng, s, 0),
+		       c->blocks + (size_t)c->next_part * ZA_CKPT_BLOCK_BYTES,
+		       ZA_CKPT_BLOCK_BYTES);
+		s->lbas[0] = ZA_STRIPE_LBA_NONE;
+		s->nr_blocks = 1;
+		s->kind = ZA_STRIPE_META;
+		s->done = ckpt_part_done;
+		s->priv = v;
+		c->next_part++;
+		c->inflight++;
+		za_engine_write(v->eng, s);
+	}
+	if (c->error && !c->inflight)
+		ckpt_end(v, c->error);
+}
+
+static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
+			   const struct za_map_loc *loc)
+{
+	struct za_ckpt_rec r = { 0 };
+
+	if (!loc)
+		return 0;
+	if (loc->kind == ZA_MAP_BUFFER)
+		return -EBUSY; /* not quiet: no place on the drives yet */
+	r.type = loc->kind == ZA_MAP_DATA ? ZA_CKPT_REC_DATA :
+					    ZA_CKPT_REC_JOURNAL;
+	r.lba = lba;
+	r.nr_blocks = n;
+	r.group = loc->group;
+	r.pos = loc->pos;
+	return za_ckpt_writer_add(priv, &r);
+}
+
+/*
+ * Step 2: encode the map and the unmap lists as of now, the quiet point.
+ * Returns 0 (parts ready), 1 (nothing written since the live checkpoint)
+ * or -errno.
+ */
+static int ckpt_snapshot(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	struct za_engine_stats es;
+	struct za_ckpt_writer *w;
+	uint64_t extents, unmaps = 0, seq;
+	struct live *l;
+	uint32_t parts;
+	unsigned i, j;
+	int ret;
+
+	if (v->error)
+		return -EIO;
+	for (i = 0; i < BUF_HASH; i++)
+		if (v->bhash[i])
+			return -EBUSY; /* a buffer kept (map update failed) */
+	/* Checkpoint parts take sequence numbers too: whether anything
+	 * changed is told by the stripes the map depends on. */
+	if (c->gen == c->live_gen)
+		return 1;
+	za_engine_get_stats(v->eng, &es);
+	seq = es.next_seq - 1;
+	/*
+	 * Every extent lies inside [0, size_blocks) (the volume only
+	 * grows), so the walk below presents each of them once: the map's
+	 * own count is the record count, without a walk of its own.
+	 */
+	extents = za_map_extents(v->map);
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next) {
+			if (l->unmaps_lost)
+				return -ENOMEM;
+			unmaps += l->nr_unmaps;
+		}
+	parts = za_ckpt_nr_parts(extents, unmaps);
+	if (!parts)
+		return -EOVERFLOW;
+	w = malloc(sizeof(*w));
+	c->blocks = malloc((size_t)parts * ZA_CKPT_BLOCK_BYTES);
+	c->part_group = calloc(parts, sizeof(*c->part_group));
+	if (!w || !c->blocks || !c->part_group) {
+		free(w);
+		return -ENOMEM;
+	}
+	ret = za_ckpt_writer_init(w, c->next_id, seq, v->size_blocks, extents,
+				  unmaps, c->blocks);
+	if (!ret)
+		ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_add_extent,
+				  w);
+	for (i = 0; !ret && i < v->lt.size; i++)
+		for (l = v->lt.h[i]; !ret && l; l = l->next)
+			for (j = 0; !ret && j < l->nr_unmaps; j++) {
+				struct za_ckpt_rec r = {
+					.type = ZA_CKPT_REC_UNMAP,
+					.lba = l->unmaps[j].lba,
+					.nr_blocks = l->unmaps[j].n,
+					.group = l->group,
+				};
+
+				ret = za_ckpt_writer_add(w, &r);
+			}
+	if (!ret)
+		ret = za_ckpt_writer_finish(w);
+	free(w);
+	if (ret == -EBUSY)
+		return ret; /* a block still in a buffer: not quiet after all */
+	if (ret) {
+		za_log_err("volume: checkpoint of sequence %llu: the map does "
+			   "not encode (%s)",
+			   (unsigned long long)seq, strerror(-ret));
+		return ret;
+	}
+	c->id = c->next_id++;
+	c->seq = seq;
+	c->snap_gen = c->gen;
+	c->nr_parts = parts;
+	c->next_part = c->done_parts = 0;
+	c->inflight = 0;
+	c->error = 0;
+	return 0;
+}
+
+/* Step 1 done: the point is quiet (or the flush failed). */
+static void ckpt_quiesced(struct za_vol_req *r, int result)
+{
+	struct za_volume *v = r->priv;
+	struct ckpt *c = &v->ck;
+	int ret = result;
+
+	/* Everything acknowledged before these callers asked is covered. */
+	c->cur_waiters = c->waiters;
+	c->waiters = NULL;
+	c->since_blocks = 0; /* a failure retries after another interval */
+	if (!ret)
+		ret = ckpt_snapshot(v);
+	if (ret) {
+		ckpt_end(v, ret > 0 ? 0 : ret);
+		return;
+	}
+	c->state = CK_WRITE;
+	/*
+	 * GC before the writes held back while we quiesced, as after a
+	 * victim (gc_finish()): let in first, below the floor with GC idle,
+	 * only their credits hold them. vol_gc_kick() resumes them itself when
+	 * GC has nothing to do.
+	 */
+	vol_gc_kick(v);
+	vol_resume_stalled(v);
+	vol_ckpt_pump(v);
+}
+
+void vol_ckpt_kick(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	if (c->state != CK_IDLE)
+		return;
+	if (v->error) {
+		ckpt_answer(&c->waiters, -EIO);
+		return;
+	}
+	if (!c->waiters && c->since_blocks < ckpt_interval(v))
+		return;
+	if (v->gc.active)
+		return; /* gc_finish() comes back */
+	c->state = CK_QUIESCE;
+	memset(&c->qflush, 0, sizeof(c->qflush));
+	c->qflush.done = ckpt_quiesced;
+	c->qflush.priv = v;
+	vol_req_init(v, &c->qflush);
+	vol_flush_enqueue(v, &c->qflush);
+}
+
+void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r)
+{
+	vol_req_init(v, r);
+	r->next = v->ck.waiters;
+	v->ck.waiters = r;
+	vol_ckpt_kick(v);
+}
+
+/* ---- crash recovery ---- */
+
+struct rec_vol {
+	struct za_volume *v;
+	uint8_t *blk;
+	uint64_t stripes, unmaps, skipped;
+};
+
+static int rec_apply_unmap(struct rec_vol *rv,
+			   const struct za_recovered_stripe *rs)
+{
+	struct za_volume *v = rv->v;
+	uint64_t lba, n;
+	int ret;
+
+	ret = za_engine_read_sync(v->eng, rs->group_id, rs->group_pos, 1,
+				  rv->blk, NULL);
+	if (ret)
+		return ret;
+	/* Untrusted until checked: magic, count, reserved bytes, range. */
+	ret = za_journal_unmap_decode(rv->blk, 4096, v->size_blocks, &lba, &n);
+	if (ret)
+		return ret;
+	rv->unmaps++;
+	vol_live_add_unmap(v, rs->group_id, lba, n);
+	return za_map_clear(v->map, lba, n, vol_on_dead, v);
+}
+
+static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(v->eng, rs->stream);
+	uint8_t kind = rs->stream == ZA_STREAM_DATA ? ZA_MAP_DATA :
+						      ZA_MAP_JOURNAL;
+	struct live *lv;
+	uint32_t b, e;
+	int ret;
+
+	if (rs->stream != ZA_STREAM_DATA && rs->stream != v->jstream)
+		return 0;
+	if (rs->kind == ZA_STRIPE_META) {
+		if (rs->stream != v->jstream)
+			return 0;
+		ret = rec_apply_unmap(rv, rs);
+		if (ret == -EBADMSG || ret == -EIO) {
+			za_log_warn("recovery: unreadable unmap record at "
+				    "group %llu position %llu: skipped",
+				    (unsigned long long)rs->group_id,
+				    (unsigned long long)rs->group_pos);
+			rv->skipped++;
+			return 0;
+		}
+		return ret;
+	}
+	lv = vol_live_get(v, rs->group_id, true);
+	for (b = 0; b < rs->nr_blocks && b < l->data_blocks; b = e) {
+		struct za_map_loc loc = { .kind = kind, .group = rs->group_id };
+		uint64_t lba = rs->lbas[b];
+
+		e = b + 1;
+		/* LBAs come from a drive: only what fits the volume counts. */
+		if (lba == ZA_STRIPE_LBA_NONE || lba >= v->size_blocks)
+			continue;
+		while (e < rs->nr_blocks && e < l->data_blocks &&
+		       rs->lbas[e] == rs->lbas[e - 1] + 1 &&
+		       rs->lbas[e] < v->size_blocks)
+			e++;
+		loc.pos = rs->group_pos * l->data_blocks + b;
+		ret = za_map_set(v->map, lba, e - b, &loc, vol_on_dead, v);
+		if (ret)
+			return ret;
+		if (lv)
+			vol_live_add(v, lv, e - b);
+	}
+	rv->stripes++;
+	return 0;
+}
+
+/*
+ * Loading a checkpoint (za_engine_recover_from() calls rec_start() once
+ * the engine's tables are rebuilt, before any stripe is replayed). The
+ * checkpoint stream's groups are read backwards from the newest block:
+ * parts of later checkpoints always sit after those of earlier ones (one
+ * checkpoint is written at a time), so the first checkpoint seen whole is
+ * the latest complete one, and the blocks of any newer, torn one were
+ * read before it (their ids are not reused).
+ */
+struct ck_cand {
+	uint64_t id, seq;
+	uint32_t nr_parts, found;
+	uint64_t *group, *pos; /* per part; pos UINT64_MAX: not found */
+	bool failed;
+};
+
+/* Forget a checkpoint that did not load: empty map, no live counters. */
+static int ckpt_unload(struct za_volume *v)
+{
+	vol_live_clear(v);
+	za_map_free(v->map);
+	v->map = NULL;
+	return za_map_new(&v->map);
+}
+
+/* Read, check and apply every part of @c. 0, -EBADMSG/-EIO (not usable:
+ * the map and counters are back to empty), or -ENOMEM. */
+static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
+		     struct za_ckpt_rec *recs)
+{
+	struct za_volume *v = rv->v;
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h;
+	uint32_t part, i;
+	int ret = 0, r;
+
+	za_ckpt_reader_init(&rd);
+	for (part = 0; part < c->nr_parts && !ret; part++) {
+		ret = za_engine_read_sync(v->eng, c->group[part], c->pos[part],
+					  1, rv->blk, NULL);
+		if (!ret)
+			ret = za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
+						   &h, recs);
+		if (!ret)
+			ret = za_ckpt_reader_add(&rd, &h, recs);
+		/* A bigger volume than ours: not ours to load. */
+		if (!ret && (h.id != c->id || h.size_blocks > v->size_blocks))
+			ret = -EBADMSG;
+		for (i = 0; !ret && i < h.nr_recs; i++) {
+			struct za_map_loc loc = { .group = recs[i].group,
+						  .pos = recs[i].pos };
+
+			if (recs[i].type == ZA_CKPT_REC_UNMAP) {
+				vol_live_add_unmap(v, recs[i].group,
+						   recs[i].lba,
+						   recs[i].nr_blocks);
+				continue;
+			}
+			loc.kind = recs[i].type == ZA_CKPT_REC_DATA ?
+					   ZA_MAP_DATA :
+					   ZA_MAP_JOURNAL;
+			ret = za_map_set(v->map, recs[i].lba, recs[i].nr_blocks,
+					 &loc, NULL, NULL);
+		}
+	}
+	if (!ret)
+		ret = za_ckpt_reader_done(&rd);
+	if (ret) {
+		za_log_warn("recovery: checkpoint %llu (sequence %llu) is not "
+			    "usable: %s",
+			    (unsigned long long)c->id,
+			    (unsigned long long)c->seq, strerror(-ret));
+		r = ckpt_unload(v);
+		if (r)
+			return r;
+		return ret == -ENOMEM ? ret : -EBADMSG;
+	}
+	return 0;
+}
+
+/* Keep @c: it is the live checkpoint now. */
+static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
+{
+	struct ckpt *ck = &v->ck;
+	uint32_t i;
+
+	for (i = 0; i < c->nr_parts; i++) {
+		struct live *l = vol_live_get(v, c->group[i], true);
+
+		if (!l)
+			return -ENOMEM;
+		vol_live_add(v, l, 1);
+	}
+	free(ck->live_groups);
+	ck->live_groups = c->group;
+	c->group = NULL;
+	ck->live_nr = c->nr_parts;
+	ck->live_id = c->id;
+	ck->live_seq = c->seq;
+	return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x > y ? -1 : x < y;
+}
+
+static int rec_start(void *priv, uint64_t *min_seq)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	struct za_ckpt_rec *recs = NULL;
+	struct ck_cand *cands = NULL, *got = NULL;
+	struct za_group_info *gi = NULL;
+	uint64_t *ids = NULL, max_id = 0, blocks = 0, pos;
+	unsigned n, i, nr = 0, nc = 0, j;
+	struct za_ckpt_hdr h;
+	int ret = 0;
+
+	n = za_engine_groups(v->eng, NULL, 0);
+	ids = malloc((n + 1) * sizeof(*ids));
+	gi = malloc(sizeof(*gi));
+	recs = malloc(ZA_CKPT_RECS_PER_BLOCK * sizeof(*recs));
+	if (!ids || !gi || !recs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	n = za_engine_groups(v->eng, ids, n);
+	for (i = 0; i < n; i++)
+		if (!za_engine_group_info(v->eng, ids[i], gi) &&
+		    gi->stream == v->ck.stream) {
+			ids[nr++] = ids[i];
+			blocks += gi->next_pos;
+		}
+	if (nr)
+		qsort(ids, nr, sizeof(*ids), cmp_desc);
+	for (i = 0; i < nr && !got && !ret; i++) {
+		if (za_engine_group_info(v->eng, ids[i], gi))
+			continue;
+		for (pos = gi->next_pos; pos-- > 0 && !got && !ret;) {
+			struct ck_cand *c = NULL;
+
+			if (za_engine_read_sync(v->eng, ids[i], pos, 1, rv->blk,
+						NULL) ||
+			    za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
+						 &h, recs))
+				continue; /* torn, or lost beyond p */
+			if (h.id > max_id)
+				max_id = h.id;
+			/* Ignoring checkpoints still takes their ids: a new
+			 * one must never share a torn one's. */
+			if (v->ck.recover_full)
+				continue;
+			for (j = 0; j < nc && !c; j++)
+				if (cands[j].id == h.id)
+					c = &cands[j];
+			if (!c) {
+				struct ck_cand *nca;
+
+				/* More parts than blocks on the drives: it can
+				 * never be complete (and a hostile count must
+				 * not size an allocation). */
+				if (h.nr_parts > blocks)
+					continue;
+				nca = realloc(cands, (nc + 1) * sizeof(*cands));
+				if (!nca) {
+					ret = -ENOMEM;
+					break;
+				}
+				cands = nca;
+				c = &cands[nc++];
+				memset(c, 0, sizeof(*c));
+				c->id = h.id;
+				c->seq = h.seq;
+				c->nr_parts = h.nr_parts;
+				c->group =
+					malloc(h.nr_parts * sizeof(uint64_t));
+				c->pos = malloc(h.nr_parts * sizeof(uint64_t));
+				if (!c->group || !c->pos) {
+					ret = -ENOMEM;
+					break;
+				}
+				for (j = 0; j < h.nr_parts; j++)
+					c->pos[j] = UINT64_MAX;
+			}
+			if (c->seq != h.seq || c->nr_parts != h.nr_parts)
+				c->failed = true; /* two checkpoints, one id */
+			/* A part found twice was written again after a
+			 * column failed: the same bytes. */
+			if (c->failed || c->pos[h.part] != UINT64_MAX)
+				continue;
+			c->group[h.part] = ids[i];
+			c->pos[h.part] = pos;
+			if (++c->found < c->nr_parts)
+				continue;
+			ret = ckpt_load(rv, c, recs);
+			if (ret == -EBADMSG) {
+				c->failed = true;
+				ret = 0;
+			} else if (!ret) {
+				ret = ckpt_adopt(v, c);
+				got = c;
+			}
+		}
+	}
+	if (ret)
+		goto out;
+	v->ck.next_id = max_id + 1;
+	for (j = 0; j < nc; j++)
+		if (!got || cands[j].id > got->id)
+			za_log_info(
+				"recovery: checkpoint %llu not used: %s (%u "
+				"of %u parts found)",
+				(unsigned long long)cands[j].id,
+				cands[j].failed ? "invalid" : "torn",
+				cands[j].found, cands[j].nr_parts);
+	if (got) {
+		*min_seq = got->seq;
+		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
+			    "%u parts, %zu extents",
+			    (unsigned long long)got->id,
+			    (unsigned long long)got->seq, got->nr_parts,
+			    za_map_extents(v->map));
+	} else if (nc) {
+		za_log_warn("recovery: no complete checkpoint among %u found; "
+			    "replaying every stripe",
+			    nc);
+	}
+out:
+	for (j = 0; j < nc; j++) {
+		free(cands[j].group);
+		free(cands[j].pos);
+	}
+	free(cands);
+	free(recs);
+	free(gi);
+	free(ids);
+	return ret;
+}
+
+/*
+ * After the replay: per-group live counts from the map (the checkpoint
+ * names groups GC may have released since; their moved blocks were
+ * replayed), and no counters or unmap lists for groups that are gone.
+ */
+struct rec_count {
+	struct za_volume *v;
+	uint64_t orphans;
+};
+
+static int rec_count_extent(void *priv, uint64_t lba, uint64_t n,
+			    const struct za_map_loc *loc)
+{
+	struct rec_count *rc = priv;
+	struct live *l;
+
+	(void)lba;
+	if (!loc)
+		return 0;
+	l = vol_live_get(rc->v, loc->group, true);
+	if (!l)
+		return -ENOMEM;
+	vol_live_add(rc->v, l, (int64_t)n);
+	return 0;
+}
+
+static int rec_finish(struct za_volume *v)
+{
+	struct rec_count rc = { .v = v };
+	uint64_t *ids;
+	unsigned n, i;
+	size_t h;
+	int ret;
+
+	for (h = 0; h < v->lt.size; h++) {
+		struct live **lp = &v->lt.h[h], *l;
+
+		while ((l = *lp)) {
+			if (vol_live_learn(v, l)) {
+				vol_live_drop(v, lp);
+				continue;
+			}
+			if (l->kind != LK_CKPT) {
+				l->blocks = 0;
+				vol_live_index(v, l);
+			}
+			lp = &l->next;
+		}
+	}
+	ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent, &rc);
+	/*
+	 * A counter for every group the drives hold, also one that nothing
+	 * maps to any more: GC's buckets list only groups with a counter,
+	 * and it is the emptiest that GC should see first.
+	 */
+	n = ret ? 0 : za_engine_groups(v->eng, NULL, 0);
+	ids = malloc((n + 1) * sizeof(*ids));
+	if (!ids)
+		ret = -ENOMEM;
+	n = ret ? 0 : za_engine_groups(v->eng, ids, n);
+	for (i = 0; i < n; i++)
+		if (!vol_live_get(v, ids[i], true))
+			ret = -ENOMEM;
+	free(ids);
+	for (h = 0; !ret && h < v->lt.size; h++) {
+		const struct live *l;
+
+		for (l = v->lt.h[h]; l; l = l->next)
+			if (l->blocks && l->kind == LK_UNKNOWN)
+				rc.orphans += l->blocks;
+	}
+	if (rc.orphans)
+		za_log_warn("recovery: %llu blocks map to groups no longer on "
+			    "the drives; they will read as errors",
+			    (unsigned long long)rc.orphans);
+	return ret;
+}
+
+int za_volume_recover(struct za_volume *v)
+{
+	struct rec_vol rv = { .v = v };
+	uint64_t t0 = za_io_now_ns();
+	int ret;
+
+	if (posix_memalign((void **)&rv.blk, 4096, 4096))
+		return -ENOMEM;
+	ret = za_engine_recover_from(v->eng, rec_start, rec_apply, &rv);
+	free(rv.blk);
+	if (!ret)
+		ret = rec_finish(v);
+	/*
+	 * Recomputed before any write is admitted: otherwise writes take the
+	 * last free segments of a volume restarted below the floor while GC,
+	 * not yet started, waits for a victim's room (NEWS: seed 7002).
+	 */
+	v->critical = vol_space_critical(v);
+	v->st.recovered_stripes = rv.stripes + rv.unmaps;
+	/* Replayed stripes are not in the live checkpoint (if any). */
+	v->ck.gen = v->st.recovered_stripes ? 1 : 0;
+	if (!ret)
+		za_log_info(
+			"volume: recovered %llu stripes and %llu unmap "
+			"records after sequence %llu in %llu ms; %llu extents "
+			"mapped",
+			(unsigned long long)rv.stripes,
+			(unsigned long long)rv.unmaps,
+			(unsigned long long)v->ck.live_seq,
+			(unsigned long long)((za_io_now_ns() - t0) / 1000000),
+			(unsigned long long)za_map_extents(v->map));
+	return ret;
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * volume-int.h - what the volume's files share and nothing else may use:
+ * the bodies of struct za_volume, its stripe buffers and flush epochs,
+ * the live counters and GC's usage buckets, the state of garbage
+ * collection and of checkpoints, and the vol_ functions that cross
+ * volume.c (buffers, flush, writes, reads, space), gc.c (live counters,
+ * garbage collection) and volume-checkpoint.c (checkpoints, crash
+ * recovery). It is not an interface: everything outside these files uses
+ * volume.h. volume.c's opening comment tells how the pieces fit. Loop
+ * thread only.
+ */
+#ifndef ZA_VOLUME_INT_H
+#define ZA_VOLUME_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "engine.h"
+#include "job.h"
+#include "map.h"
+#include "volume.h"
+
+#define BUF_HASH 256u
+/* GC's usage buckets (fractions of a group live). */
+#define GC_BUCKETS 64
+/* Payloads one buffer refers to at most; further blocks are copied. */
+#define VBUF_MAX_PAYLOADS 16u
+
+struct epoch {
+	unsigned inflight; /* stripes of this epoch not yet complete */
+	struct za_vol_req *waiters; /* flushes closing this epoch */
+	struct epoch *next;
+};
+
+struct vbuf {
+	struct za_volume *v;
+	uint64_t id;
+	unsigned stream;
+	struct za_stripe_w *s;
+	uint32_t nr; /* blocks filled */
+	uint8_t kind; /* enum za_stripe_kind */
+	bool failed;
+	uint64_t ulba, un; /* unmap records: the range */
+	struct epoch *ep;
+	struct vbuf *hnext;
+	/* What its stripe's referred-to blocks (za_stripe_w_refer()) are
+	 * in: one reference each, dropped when the stripe no longer needs
+	 * them. */
+	struct za_payload *pl[VBUF_MAX_PAYLOADS];
+	unsigned nr_pl;
+};
+
+struct urange {
+	uint64_t lba, n;
+};
+
+/* What a group's stream is, to GC. */
+enum live_kind { LK_UNKNOWN, LK_DATA, LK_JOURNAL, LK_CKPT, LK_OTHER };
+
+/*
+ * A group's live counter, for garbage collection: one per group of the
+ * engine (rec_finish() makes one for every group there is at assembly;
+ * later groups get theirs with their first stripe). Each is in a hash
+ * chain by group id and, when GC may take its group, in the usage bucket
+ * of the fraction of it that is live (gc_choose()).
+ */
+struct live {
+	uint64_t group;
+	uint64_t blocks;
+	struct urange *unmaps; /* unmap records this (journal) group holds */
+	unsigned nr_unmaps, cap_unmaps;
+	bool stuck; /* garbage collection could not move its data */
+	bool unmaps_lost; /* an unmap record is missing from the list */
+	uint8_t kind; /* enum live_kind */
+	int bucket; /* GC usage bucket, -1: in none */
+	double zones; /* zones the group holds (segments x stream width) */
+	struct live *next; /* hash chain */
+	struct live *bprev, *bnext; /* usage bucket */
+};
+
+/*
+ * Every group's live counter, by id, and GC's usage buckets. Bucket b
+ * holds the groups GC may take whose live fraction u (live_u()) is in
+ * [b, b+1) / GC_BUCKETS; a counter moves between buckets as its blocks
+ * die, so a choice reads the lowest buckets instead of every group.
+ */
+struct live_tab {
+	struct live **h;
+	size_t size, nr;
+	struct live *bucket[GC_BUCKETS], *btail[GC_BUCKETS]; /* FIFO */
+	uint64_t dbps; /* data blocks per segment the buckets assume */
+	uint64_t max_group; /* the newest group seen: ages for GC's score */
+	struct za_group_info *gi; /* scratch for za_engine_group_info() */
+};
+
+/* Garbage collection: one victim group at a time. */
+struct gc_ext {
+	uint64_t lba, n, pos;
+};
+
+struct gc {
+	/*
+	 * GC as a background job (job.h): a run is a series of victims, from
+	 * the first chosen while GC had nothing to do until it has nothing to
+	 * do again; total counts the live bytes of the victims chosen, done
+	 * those moved. Its rate limit and pause hold GC back only while no
+	 * write waits for it (gc_urgent()).
+	 */
+	struct za_job job;
+	bool active;
+	bool held; /* reads of the victim wait for the pause or the rate */
+	bool stopped; /* za_volume_gc_stop(): no new victim */
+	uint64_t victim;
+	uint8_t kind; /* ZA_MAP_DATA or ZA_MAP_JOURNAL */
+	struct gc_ext *ext;
+	size_t nr_ext, cap_ext, next_ext;
+	uint64_t next_off; /* blocks of ext[next_ext] already read */
+	unsigned reads;
+	int error;
+	struct za_vol_req flush;
+	/* GC while the volume is idle (za_volume_params.idle_gc_ms). */
+	ev_timer idle_w;
+	unsigned idle_ms; /* za_volume_params.idle_gc_ms */
+	bool idle_on; /* the timer runs */
+	uint64_t idle_ops; /* user_ops at the last tick */
+	uint64_t idle_base; /* free segments when its progress was last seen */
+	unsigned idle_runs; /* victims it started since then */
+};
+
+/* Checkpoints: one being written at a time, and the live one. */
+enum { CK_IDLE, CK_QUIESCE, CK_WRITE, CK_FLUSH };
+
+struct ckpt {
+	unsigned stream; /* engine stream of checkpoint parts */
+	uint64_t interval_blocks; /* 0: the adaptive default */
+	unsigned window; /* parts in flight */
+	bool recover_full;
+	uint64_t since_blocks; /* stripe blocks submitted since the last */
+	/* Stripes the map depends on: bumped for each one submitted (and by
+	 * a recovery that replayed some); what the live checkpoint saw. */
+	uint64_t gen, snap_gen, live_gen;
+	int state; /* CK_* */
+	struct za_vol_req qflush; /* the flush that makes the point quiet */
+	struct za_engine_flush ef; /* the one after the parts */
+	struct za_vol_req *waiters; /* za_volume_checkpoint(), not yet covered */
+	struct za_vol_req *cur_waiters; /* covered by the one being written */
+	/* The one being written. */
+	uint64_t id, seq;
+	uint8_t *blocks; /* nr_parts encoded parts */
+	uint64_t *part_group; /* where each part written landed */
+	uint32_t nr_parts, next_part, done_parts;
+	unsigned inflight;
+	int error;
+	/* The live one: the latest complete, flushed (or loaded) checkpoint. */
+	uint64_t live_id, live_seq;
+	uint64_t *live_groups; /* its parts' groups */
+	uint32_t live_nr;
+	uint64_t next_id;
+};
+
+struct za_volume {
+	struct za_io *io;
+	struct za_engine *eng;
+	unsigned jstream;
+	uint64_t size_blocks;
+	struct za_map *map;
+	struct vbuf *cur;
+	uint64_t next_buf_id;
+	struct vbuf *bhash[BUF_HASH];
+	struct live_tab lt;
+	struct epoch *ep_head, *ep_tail;
+	unsigned eflushes; /* device flush rounds in flight */
+	unsigned reads; /* reads in flight */
+	int error; /* sticky: a stripe could not be made durable */
+	struct za_volume_stats st;
+	uint64_t user_ops; /* requests from the volume's user, ever */
+	struct gc gc;
+	/* writes held back while free space is critically low */
+	struct za_vol_req *stalled_head, *stalled_tail;
+	bool critical; /* free space below the user-write floor */
+	uint32_t data_credit; /* data stripes the free space allows */
+	uint32_t jrnl_credit; /* journal stripes the free space allows */
+	unsigned data_inflight; /* data stripes submitted, not complete */
+	unsigned jrnl_inflight; /* journal stripes submitted, not complete */
+	struct ckpt ck;
+};
+
+/* volume.c */
+struct vbuf *vol_vbuf_find(struct za_volume *v, uint64_t id);
+struct vbuf *vol_vbuf_new(struct za_volume *v, unsigned stream);
+void vol_vbuf_submit(struct za_volume *v, struct vbuf *b);
+void vol_req_init(struct za_volume *v, struct za_vol_req *r);
+void vol_flush_enqueue(struct za_volume *v, struct za_vol_req *r);
+int vol_unmap(struct za_volume *v, uint64_t lba, uint64_t n);
+uint64_t vol_gc_start_segs(const struct za_engine_space *sp);
+bool vol_space_critical(struct za_volume *v);
+bool vol_gc_goes_first(const struct za_volume *v);
+void vol_resume_stalled(struct za_volume *v);
+
+/* gc.c */
+int vol_live_tab_init(struct live_tab *lt);
+void vol_live_index(struct za_volume *v, struct live *l);
+int vol_live_learn(struct za_volume *v, struct live *l);
+struct live *vol_live_get(struct za_volume *v, uint64_t group, bool make);
+void vol_live_add(struct za_volume *v, struct live *l, int64_t delta);
+void vol_live_drop(struct za_volume *v, struct live **lp);
+void vol_live_clear(struct za_volume *v);
+void vol_live_add_unmap(struct za_volume *v, uint64_t group, uint64_t lba,
+			uint64_t n);
+void vol_on_dead(void *priv, const struct za_map_loc *old, uint64_t n);
+void vol_gc_kick(struct za_volume *v);
+void vol_gc_job_timer(struct za_job *j);
+void vol_gc_idle_set(struct za_volume *v, bool on);
+
+/* volume-checkpoint.c */
+void vol_ckpt_kick(struct za_volume *v);
+void vol_ckpt_pump(struct za_volume *v);
+
+#endif /* ZA_VOLUME_INT_H */
