@@ -246,7 +246,7 @@ static int volume_start(struct za_array *a)
 	vp.eng = a->eng;
 	vp.size_bytes = a->sb->volume_bytes;
 	/* Garbage collected while idle, so that writes after a quiet spell
-	 * find room (docs/design.md 8.4). */
+	 * find room (docs/design.md 10.1). */
 	vp.idle_gc_ms = a->pol.idle_gc_ms;
 	return za_volume_new(a->io, &vp, &a->vol);
 }

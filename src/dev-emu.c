@@ -515,7 +515,7 @@ static int emu_do_read(struct emu *e, struct za_dev_req *req)
  * and nothing reads a drive's data back soon. A plain memcpy() into this
  * cold memory reads every destination line before writing it, which made
  * the copy cost 1.7 times the copy of the same bytes into a stripe buffer
- * (docs/design.md 8.6). Buffers and offsets are 4 KiB aligned (dev.h);
+ * (bench/results/notes.md, P1). Buffers and offsets are 4 KiB aligned (dev.h);
  * anything else takes memcpy().
  */
 void za_emu_stream_to_drive(void *dst, const void *src, size_t len)
@@ -921,7 +921,7 @@ int za_emu_set_perf(struct za_dev *dev, uint64_t bw_bytes_per_s,
  * copying. The engine stages each row of a stripe on its worker right
  * after the row's parity and CRCs, while the row is in that core's cache,
  * rather than have the loop copy the whole slot from memory later
- * (docs/design.md 8.6). Drives without a mapping, read-only ones and
+ * (bench/results/notes.md, P1). Drives without a mapping, read-only ones and
  * conventional zones (overwritable: staging would change live data) say
  * -EOPNOTSUPP. Touches only e->data and fields fixed at open.
  */
@@ -975,7 +975,7 @@ static int emu_layout(uint64_t capacity, uint32_t nr_zones, uint64_t cache,
  * Write zeros over the whole data region, so that every block of it is
  * allocated and touched now rather than on its first write. On tmpfs in
  * a virtual machine a page's first touch costs several times a copy
- * (docs/design.md 3.3); a real drive's media is there all along.
+ * (docs/design.md 4.4); a real drive's media is there all along.
  */
 static int prealloc_data(int fd, const char *path, const struct emu_layout *l)
 {

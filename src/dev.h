@@ -261,7 +261,7 @@ int za_dev_stage(struct za_dev *dev, uint64_t off_bytes, const void *buf,
  * stores next (the hand-off of the WRITE to the loop). One per stripe,
  * not one per stage: with streaming stores each fence waits for the
  * stores before it to reach memory, and one per 4 KiB block cost
- * sequential writes a tenth of their rate (docs/design.md 8.6).
+ * sequential writes a tenth of their rate (bench/results/notes.md, P1).
  */
 void za_dev_stage_fence(void);
 

@@ -103,7 +103,7 @@ void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d)
  * with most room left. When a drive fails, every survivor then holds
  * about the same number of its segments' other columns, and a rebuild
  * reads evenly from all of them; random cuts left some survivors with
- * twice the mean and the rebuild waited for them (docs/design.md 9.4).
+ * twice the mean and the rebuild waited for them (bench/results/notes.md, P3).
  * Which members are chosen does not change. Output in @out, segment j's
  * columns at j * present.
  */

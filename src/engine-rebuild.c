@@ -899,7 +899,7 @@ static void rb_read_more(struct za_col_rebuild *cr, struct rb_ent *en)
 	/* The least busy sources first: columns of many segments share
 	 * members, and a stripe waits for its slowest read. (Counting the
 	 * writes assigned, or the reads planned, too was measured slower:
-	 * docs/design.md 9.4.) */
+	 * bench/results/notes.md, P3.) */
 	while (want) {
 		unsigned best = UINT_MAX;
 

@@ -277,7 +277,7 @@ static void stripe_encode(const struct za_stripe_layout *l, struct za_ec *ec,
 	 * core) and the CRCs then find the row, parity included, in this
 	 * core's cache. Whole columns at a time read every byte twice from
 	 * afar, and cost the sequential write path about a fifth of the
-	 * daemon's CPU (docs/design.md 8.6).
+	 * daemon's CPU (bench/results/notes.md, P1).
 	 */
 	for (j = 0; j < l->col_blocks; j++) {
 		uint64_t off = (uint64_t)j * 4096;

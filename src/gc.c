@@ -11,7 +11,8 @@
  * Big theory
  * ----------
  * Overwrites leave dead blocks in old groups; garbage collection gives
- * their zones back. When free space falls below GC_START_PCT of the whole,
+ * their zones back. When free space falls below its start point
+ * (vol_gc_start_segs(): 10% of the whole, at least two write sets + 1),
  * it picks the sealed group with the best cost-benefit score,
  * (1 - u) x age / (1 + u) (the LFS cleaner's rule: cold, mostly dead
  * groups first), where u is the zones its live blocks would take in data

@@ -9,7 +9,7 @@
  * Pure functions, no I/O and no allocation; the decoder treats its input
  * as hostile (it comes from a drive). Where the journal is written, when
  * it is flushed and how recovery replays it is the volume's business
- * (volume.c, volume-checkpoint.c, docs/design.md 8.2-8.3).
+ * (volume.c, volume-checkpoint.c, docs/design.md 7.4, 9.2).
  */
 #ifndef ZA_JOURNAL_H
 #define ZA_JOURNAL_H

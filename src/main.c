@@ -45,7 +45,7 @@ enum { EXIT_USAGE = 2 };
  * it: once kept payloads moved the sequential work to the worker, 300 us
  * cost fio's 1 MiB writes a fifth of their rate, and 0, 20, 50 and 100
  * us did not (random 4 KiB writes: the same within the noise, 50 us
- * ahead of 0 in one of two sets): docs/design.md 8.6.
+ * ahead of 0 in one of two sets): bench/results/notes.md, P1.
  */
 #define ZAD_POLL_US 50u
 #define ZAD_POLL_US_MAX 100000u

@@ -14,7 +14,7 @@
  * still missed once per level. Here a lookup touches a few pages of the
  * index (16 bytes per leaf) and one leaf. The price: adding or removing a
  * leaf moves the index entries after it, O(extents / LEAF_CAP) bytes x 16,
- * once per LEAF_CAP / 2 insertions at most (docs/design.md 8.6). The
+ * once per LEAF_CAP / 2 insertions at most (bench/results/notes.md, P1). The
  * leaf the last lookup found (the finger) is tried before the index, since
  * one operation looks up the same place several times.
  *

@@ -12,7 +12,7 @@
  * 1 MiB WRITE keeps it away from the socket for a fraction of a
  * millisecond; a Unix socket holds only about 200 KiB, so the client
  * filled it and slept, then the loop slept while the client woke: the
- * two took turns instead of overlapping (P1, docs/design.md 8.6). The
+ * two took turns instead of overlapping (bench/results/notes.md, P1). The
  * thread keeps reading into a ring while the loop works.
  *
  * The stream is cut in two places, in order: the ring, and at most one
@@ -302,7 +302,7 @@ static void rx_async_cb(struct ev_loop *loop, ev_async *w, int revents)
 /*
  * The ring of the last connection that ended, kept for the next one. A
  * ring's pages are touched as it first fills, and in a VM whose host
- * backs a page only on its first touch (docs/design.md 8.6) that costs
+ * backs a page only on its first touch (bench/results/notes.md, P1) that costs
  * more than the copies the ring saves: 16 MiB of first touches took a
  * tenth of a 1 GiB sequential run over a new connection. One ring is
  * kept (its memory stays resident while no connection uses it); any

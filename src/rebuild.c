@@ -349,7 +349,7 @@ static int col_start(struct za_rebuild *rb, struct rseg *s, unsigned col)
  * is fastest with all its columns queued at once: the engine then evens
  * out every member's share of the pass (za_engine_rebuild_plan()); in
  * waves of two per k + 1 members, 256 drives rebuilt at 0.60 of the
- * survivor-bandwidth limit instead of 0.92 (docs/design.md 9.4).
+ * survivor-bandwidth limit instead of 0.92 (bench/results/notes.md, P3).
  */
 #define RB_MEM_BYTES (1ull << 30)
 /* With a rate limit: columns under way for this many seconds of it. */

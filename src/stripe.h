@@ -62,7 +62,7 @@ enum za_stripe_kind {
 
 /*
  * members[c] of a column that is absent: the segment was opened with fewer
- * writable members than k + p (docs/design.md 9.1), so column c was never
+ * writable members than k + p (docs/design.md 6.5), so column c was never
  * written anywhere (born lost; its zones[c] is 0). At most p columns are
  * absent, and a header never describes an absent column itself unless it
  * was written by a rebuild (F_RELOCATED: at_member/at_zone say where).

@@ -39,7 +39,7 @@
  * fail: acknowledged data that cannot be made durable is reported, never
  * hidden.
  *
- * Checkpoints (volume-checkpoint.c, docs/design.md 8.5) bound crash
+ * Checkpoints (volume-checkpoint.c, docs/design.md 9.5) bound crash
  * recovery: at a quiescent point the map and the unmap records are
  * written as metadata stripes of a stream of their own, and recovery
  * replays only the stripes written after the latest complete one.
@@ -49,7 +49,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "byteorder.h"
 #include "crash.h"
 #include "journal.h"
 #include "log.h"
@@ -284,7 +283,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	if (ret)
 		goto err_free;
 	/* Checkpoints: the journal's geometry, a stream of their own so that
-	 * their groups hold nothing else (docs/design.md 8.5). */
+	 * their groups hold nothing else (docs/design.md 9.5). */
 	ret = za_engine_stream_add(p->eng, &jg, 1, &v->ck.stream);
 	if (ret)
 		goto err_free;
@@ -538,7 +537,7 @@ void za_volume_flush(struct za_volume *v, struct za_vol_req *r)
 /* ---- write ---- */
 
 /*
- * Space is managed in zones (docs/design.md 8.4): garbage collection
+ * Space is managed in zones (docs/design.md 10.1): garbage collection
  * starts below gc_start free zones, user writes wait below the floor (one
  * write set: what GC needs to move one victim), and the default volume
  * size leaves a reserve above the start so that GC always finds dead

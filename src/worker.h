@@ -4,7 +4,7 @@
  * each back to the loop, in the same order.
  *
  * For CPU work the loop would otherwise do itself between two socket
- * reads (the segment engine's parity and checksums: docs/design.md 8.6).
+ * reads (the segment engine's parity and checksums: docs/design.md 7.2).
  * A job owns the memory its run() touches from the moment it is queued
  * until its done() runs on the loop; nothing else is shared. Jobs are
  * first in, first out: done() calls come in queue order, so a caller that
