@@ -12,7 +12,7 @@
 # (utime + stime from /proc/PID/stat, the figure to trust on a shared
 # machine), its resident memory (VmRSS) and peak (VmHWM), and the bytes
 # the members read during assembly (status --json: the members' read
-# bytes after it less those before the stop). The figures are reported against the first step's (flat in
+# bytes, counted by each process from its start). The figures are reported against the first step's (flat in
 # data is the target: the last step within 1.2x of the first) and
 # extrapolated to a full 256 x 20 TB array with the arithmetic printed.
 # Nothing is asserted.
@@ -125,10 +125,6 @@ for st in $steps; do
 		exit 1
 	}
 	done_bytes=$want
-	# Members' read counters can outlive a restart (the emulator keeps
-	# them): the assembly's reads are the difference.
-	"$zarray" status --json s1 >"$work/st0.json"
-	rd0=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(m.get("read_bytes", 0) for m in d["members"]))' "$work/st0.json")
 	stop_daemon
 	echo "== S1: assembly at start with $st stored" >&2
 	t0=$(now_ns)
@@ -151,12 +147,14 @@ for st in $steps; do
 	rss=$(kib "$daemon" VmRSS)
 	hwm=$(kib "$daemon" VmHWM)
 	nbdinfo --size "$uri" >/dev/null || { echo "bench/s1.sh: the export does not answer" >&2; exit 1; }
-	rd=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(m.get("read_bytes", 0) for m in d["members"]) - int(sys.argv[2]))' "$work/st.json" "$rd0")
+	# The members' counters start at 0 in each process: all assembly's.
+	rd=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(m.get("read_bytes", 0) for m in d["members"]))' "$work/st.json")
 	samples+=("$st $want $(((t1 - t0) / 1000)) $cpu $rss $hwm $rd")
 	echo "== S1: $st: ready in $(((t1 - t0) / 1000000)) ms, CPU $cpu s, RSS $rss KiB, read $rd B" >&2
 done
 
-commit=$(git -C "$top" rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
+# The commit of the tree that was built (a build dir inside its sources).
+commit=$(git -C "$build" rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
 python3 - "$out" "$drives" "$commit" "${samples[@]}" <<'PY'
 import json, os, sys, time
 out, drives, commit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
