@@ -842,49 +842,61 @@ END_TEST
  * block per stripe, p copies' worth of redundancy) beside the data stream:
  * both write, both read back, the journal survives p lost members.
  */
+/* A journal-like stream: 1+2, one 4 KiB block per stripe. */
+static void journal_geom(struct za_geom *jg)
+{
+	memset(jg, 0, sizeof(*jg));
+	jg->k = 1;
+	jg->p = 2;
+	jg->matrix = ZA_EC_MATRIX_CAUCHY;
+	jg->stripe_rows = 1;
+	jg->chunk_bytes = 4096;
+	jg->lblock_bytes = 4096;
+	jg->hdr_bytes = 4096;
+}
+
+/* One stripe of stream @jid holding LBA @lba, recorded in @w. */
+static void journal_write(struct tarr *t, unsigned jid, struct wrec *w,
+			  uint64_t lba)
+{
+	struct za_stripe_w *s = za_engine_stripe_get_stream(t->e, jid);
+
+	w->seed = rnd();
+	w->nr_blocks = 1;
+	fill_block(za_stripe_w_block(t->e, s, 0), w->seed, 0);
+	s->lbas[0] = lba;
+	s->nr_blocks = 1;
+	ck_assert_int_eq(za_engine_write_sync(t->e, s), 0);
+	w->seg_id = s->seg_id;
+	w->stripe_idx = s->stripe_idx;
+	w->group_id = s->group_id;
+	w->group_pos = s->group_pos;
+	w->stream = jid;
+	za_engine_stripe_put(t->e, s);
+}
+
 START_TEST(test_journal_stream)
 {
 	struct tarr t;
-	struct za_geom jg = { 0 };
+	struct za_geom jg;
 	unsigned jid, i, c;
 	struct wrec w[40];
 	struct za_seg_info si;
 
 	rng = 31337;
 	tarr_make(&t, 8, 4, 2, 4096, 2, 8, 2);
-	jg.k = 1;
-	jg.p = 2;
-	jg.matrix = ZA_EC_MATRIX_CAUCHY;
-	jg.stripe_rows = 1;
-	jg.chunk_bytes = 4096;
-	jg.lblock_bytes = 4096;
-	jg.hdr_bytes = 4096;
+	journal_geom(&jg);
 	ck_assert_int_eq(za_engine_stream_add(t.e, &jg, 1, &jid), 0);
 	ck_assert_uint_eq(jid, 1);
 	ck_assert_uint_eq(za_engine_stream_layout(t.e, jid)->data_blocks, 1);
 	for (i = 0; i < 40; i++) {
-		struct za_stripe_w *s;
-
-		if (i % 4) {
-			s = za_engine_stripe_get_stream(t.e, jid);
-			w[i].seed = rnd();
-			w[i].nr_blocks = 1;
-			fill_block(za_stripe_w_block(t.e, s, 0), w[i].seed, 0);
-			s->lbas[0] = i;
-			s->nr_blocks = 1;
-			ck_assert_int_eq(za_engine_write_sync(t.e, s), 0);
-			w[i].seg_id = s->seg_id;
-			w[i].stripe_idx = s->stripe_idx;
-			w[i].group_id = s->group_id;
-			w[i].group_pos = s->group_pos;
-			w[i].stream = jid;
-			za_engine_stripe_put(t.e, s);
-		} else {
+		if (i % 4)
+			journal_write(&t, jid, &w[i], i);
+		else
 			ck_assert_int_eq(
 				write_one(&t, &w[i],
 					  za_engine_layout(t.e)->data_blocks),
 				0);
-		}
 	}
 	for (i = 0; i < 40; i++)
 		ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks, NULL),
@@ -2648,44 +2660,23 @@ static uint64_t tarr_read_bytes(const struct tarr *t)
 START_TEST(test_restart_reads_bounded)
 {
 	struct tarr t;
-	struct za_geom jg = { 0 };
+	struct za_geom jg;
 	struct wrec w[12];
 	uint64_t first, later;
 	unsigned jid, i, r;
 
 	rng = 4242;
 	tarr_make(&t, 8, 4, 2, 4096, 2, 8, 2);
-	jg.k = 1;
-	jg.p = 2;
-	jg.matrix = ZA_EC_MATRIX_CAUCHY;
-	jg.stripe_rows = 1;
-	jg.chunk_bytes = 4096;
-	jg.lblock_bytes = 4096;
-	jg.hdr_bytes = 4096;
+	journal_geom(&jg);
 	ck_assert_int_eq(za_engine_stream_add(t.e, &jg, 1, &jid), 0);
 	for (i = 0; i < 12; i++) {
-		struct za_stripe_w *s;
-
-		if (i % 3) {
+		if (i % 3)
 			ck_assert_int_eq(
 				write_one(&t, &w[i],
 					  za_engine_layout(t.e)->data_blocks),
 				0);
-			continue;
-		}
-		s = za_engine_stripe_get_stream(t.e, jid);
-		w[i].seed = rnd();
-		w[i].nr_blocks = 1;
-		fill_block(za_stripe_w_block(t.e, s, 0), w[i].seed, 0);
-		s->lbas[0] = i;
-		s->nr_blocks = 1;
-		ck_assert_int_eq(za_engine_write_sync(t.e, s), 0);
-		w[i].seg_id = s->seg_id;
-		w[i].stripe_idx = s->stripe_idx;
-		w[i].group_id = s->group_id;
-		w[i].group_pos = s->group_pos;
-		w[i].stream = jid;
-		za_engine_stripe_put(t.e, s);
+		else
+			journal_write(&t, jid, &w[i], i);
 	}
 	restart_stream = &jg;
 	tarr_restart(&t);
