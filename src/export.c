@@ -214,6 +214,9 @@ int za_export_parse_tcp(const char *spec, char *host, char *port)
 		if (!end || end[1] != ':' || end == spec + 1)
 			return -EINVAL;
 		hlen = (size_t)(end - spec - 1);
+		/* The spec may be longer than a host: bound the copy. */
+		if (hlen >= ZA_EXPORT_HOST_BYTES)
+			return -EINVAL;
 		memcpy(host, spec + 1, hlen);
 		host[hlen] = '\0';
 		for (i = 0; i < hlen; i++)
@@ -226,7 +229,7 @@ int za_export_parse_tcp(const char *spec, char *host, char *port)
 			return -EINVAL; /* a bare v6 address: ambiguous */
 		if (colon) {
 			hlen = (size_t)(colon - spec);
-			if (!hlen)
+			if (!hlen || hlen >= ZA_EXPORT_HOST_BYTES)
 				return -EINVAL;
 			for (i = 0; i < hlen; i++)
 				if (!host_char_ok(spec[i]))
