@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <ev.h>
@@ -146,6 +147,30 @@ int za_daemon_array_stop(struct d_array *e, bool destroy);
 void za_daemon_waiter_free(struct d_waiter *w);
 
 /* ---- daemon-record.c: the state directory ---- */
+
+/* One array's record, STATE/arrays/NAME.conf, as read back. */
+struct d_record {
+	char name[ZA_SB_NAME_BYTES];
+	char *paths[D_MAX_MEMBERS];
+	unsigned nr_paths;
+	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
+	struct za_array_scrub_save scrub; /* zero: no scrub line */
+	bool gc_paused; /* "gc paused RATE" */
+	uint64_t gc_rate_bps; /* 0: no limit */
+	uint64_t rebuild_rate_bps; /* "rebuild-rate RATE"; 0: no limit */
+};
+
+/*
+ * Parse a record from @f, the contents of the file named @file ("NAME.conf";
+ * @path for messages). Checked like anything read from outside: bounded
+ * lines, a valid name that is the file's, absolute member paths, at most
+ * D_MAX_MEMBERS; malformed settings lines are logged and ignored. Returns
+ * 0 (free @r with za_daemon_record_free()), -EBADMSG or -ENOMEM (nothing
+ * to free).
+ */
+int za_daemon_record_parse(FILE *f, const char *path, const char *file,
+			   struct d_record *r);
+void za_daemon_record_free(struct d_record *r);
 
 /* Write @e's record (logged on failure). Returns 0 or -errno. */
 int za_daemon_record_write(struct za_daemon *d, const struct d_array *e);

@@ -124,17 +124,6 @@ void za_daemon_record_remove(struct za_daemon *d, const char *name)
 	fsync_dir(d->arrays_dir);
 }
 
-struct record {
-	char name[ZA_SB_NAME_BYTES];
-	char *paths[D_MAX_MEMBERS];
-	unsigned nr_paths;
-	char tcp[ZA_EXPORT_TCP_SPEC_BYTES]; /* "": Unix socket only */
-	struct za_array_scrub_save scrub; /* zero: no scrub line */
-	bool gc_paused; /* "gc paused RATE" */
-	uint64_t gc_rate_bps; /* 0: no limit */
-	uint64_t rebuild_rate_bps; /* "rebuild-rate RATE"; 0: no limit */
-};
-
 /* Digits only, up to the next space or the end; *@s moves past them. */
 static int u64_parse(const char **s, uint64_t *out)
 {
@@ -189,7 +178,7 @@ static int gc_parse(const char *s, bool *paused, uint64_t *rate_bps)
 	return 0;
 }
 
-static void record_free(struct record *r)
+void za_daemon_record_free(struct d_record *r)
 {
 	unsigned i;
 
@@ -198,20 +187,14 @@ static void record_free(struct record *r)
 	r->nr_paths = 0;
 }
 
-/*
- * Read STATE/arrays/@file. Its contents are checked like anything read
- * from outside: bounded lines, a valid name matching the file name,
- * absolute member paths, at most D_MAX_MEMBERS of them.
- */
-static int record_read(struct za_daemon *d, const char *file, struct record *r)
+/* Read STATE/arrays/@file: za_daemon_record_parse() of its contents. */
+static int record_read(struct za_daemon *d, const char *file,
+		       struct d_record *r)
 {
-	char path[D_FILE_BYTES], line[D_RECORD_LINE_BYTES];
-	size_t flen = strlen(file) - strlen(".conf");
-	unsigned lineno = 0;
+	char path[D_FILE_BYTES];
 	FILE *f;
-	int ret = -EBADMSG;
+	int ret;
 
-	memset(r, 0, sizeof(*r));
 	snprintf(path, sizeof(path), "%s/%s", d->arrays_dir, file);
 	f = fopen(path, "re");
 	if (!f) {
@@ -219,6 +202,25 @@ static int record_read(struct za_daemon *d, const char *file, struct record *r)
 		za_log_err("%s: %s", path, strerror(errno));
 		return ret;
 	}
+	ret = za_daemon_record_parse(f, path, file, r);
+	fclose(f);
+	return ret;
+}
+
+int za_daemon_record_parse(FILE *f, const char *path, const char *file,
+			   struct d_record *r)
+{
+	char line[D_RECORD_LINE_BYTES];
+	size_t flen = strlen(file);
+	unsigned lineno = 0;
+	int ret = -EBADMSG;
+
+	memset(r, 0, sizeof(*r));
+	if (flen < 5 || strcmp(file + flen - 5, ".conf")) {
+		za_log_err("%s: not a NAME.conf file", path);
+		return -EBADMSG;
+	}
+	flen -= 5;
 	while (fgets(line, sizeof(line), f)) {
 		size_t n = strlen(line);
 
@@ -295,12 +297,10 @@ static int record_read(struct za_daemon *d, const char *file, struct record *r)
 		za_log_err("%s: no name or no member", path);
 		goto err;
 	}
-	fclose(f);
 	return 0;
 
 err:
-	fclose(f);
-	record_free(r);
+	za_daemon_record_free(r);
 	return ret;
 }
 
@@ -362,7 +362,7 @@ void za_daemon_record_tick_cb(struct ev_loop *loop, ev_timer *t, int revents)
  * without it (its member is then missing), not stay down. A path that
  * exists but is not the drive it was is sorted out by the superblocks.
  */
-static int assemble_record(struct za_daemon *d, const struct record *r,
+static int assemble_record(struct za_daemon *d, const struct d_record *r,
 			   struct za_array **a, char *err, size_t errlen)
 {
 	const char **paths =
@@ -407,7 +407,7 @@ static int assemble_record(struct za_daemon *d, const struct record *r,
  * again; one that does not take is logged and dropped from the record
  * (rewritten at the next change).
  */
-static void settings_restore(struct d_array *e, const struct record *r)
+static void settings_restore(struct d_array *e, const struct d_record *r)
 {
 	char err[256] = "";
 
@@ -440,7 +440,7 @@ void za_daemon_assemble_recorded(struct za_daemon *d)
 	for (i = 0; i < n; i++) {
 		struct za_array *a = NULL;
 		struct d_array *e;
-		struct record r;
+		struct d_record r;
 		char err[256] = "";
 		int ret;
 
@@ -450,14 +450,14 @@ void za_daemon_assemble_recorded(struct za_daemon *d)
 		}
 		free(list[i]);
 		if (za_daemon_find_array(d, r.name)) {
-			record_free(&r);
+			za_daemon_record_free(&r);
 			continue;
 		}
 		ret = assemble_record(d, &r, &a, err, sizeof(err));
 		if (ret < 0) {
 			za_log_err("%s: not assembled at start: %s", r.name,
 				   *err ? err : strerror(-ret));
-			record_free(&r);
+			za_daemon_record_free(&r);
 			continue;
 		}
 		za_daemon_register_array(d, a, r.name, r.paths, r.nr_paths, &e);
@@ -479,7 +479,7 @@ void za_daemon_assemble_recorded(struct za_daemon *d)
 					   err);
 			settings_restore(e, &r);
 		}
-		record_free(&r);
+		za_daemon_record_free(&r);
 	}
 	free(list);
 }
