@@ -3,8 +3,8 @@
  * cmd-jobs.c - the commands that control an array's background jobs
  * through zarrayd: rebuild (start, pause, resume, status), gc (pause,
  * resume, rate, status) and scrub (start, stop, pause, resume, status),
- * with rates in MB/s (10^6 bytes) where they apply, and status as text lines or --json. A change waits as long as
- * it takes, a status is a query (30 s). Following a job to its end is
+ * with rates in MB/s (10^6 bytes) where they apply, and status as text
+ * lines or --json. A change waits as long as it takes, a status is a query (30 s). Following a job to its end is
  * `zarray watch` (cmd-status.c); whether a job can start is the daemon's
  * call, its one-line reason printed as is, exit 1.
  */

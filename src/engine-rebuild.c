@@ -156,7 +156,8 @@ static uint64_t rb_queue(const struct member *m)
  * nearly full ones - columns placed by queue length alone can take the
  * last zones that k+p distinct members need for a segment, and then
  * neither writes nor GC can go on (NEWS: seed 7025). So a column goes
- * where it costs no segment whenever some member can take it so. Computed as if @plus had one free zone more and @minus one less
+ * where it costs no segment whenever some member can take it so.
+ * Computed as if @plus had one free zone more and @minus one less
  * (-1: none), for a column that would move; without memory for the
  * counts, every member is taken to cost nothing, as before this rule.
  */

@@ -36,8 +36,8 @@
  * Journal groups are victims like any other, which is how small synced
  * writes end up in data stripes. User writes are held back while free
  * space is below one write set, so the reserve the volume was sized with
- * (15%, at least three write sets) always leaves GC room to work: a full volume under overwrite
- * waits, it does not deadlock. A group whose data cannot be read (more
+ * (15%, at least three write sets) always leaves GC room to work: a
+ * full volume under overwrite waits, it does not deadlock. A group whose data cannot be read (more
  * than p losses) is marked stuck and never chosen again.
  */
 #include <errno.h>

@@ -10,8 +10,8 @@
  * a client whose socket buffer is small (Unix sockets: about 200 KiB)
  * keeps sending instead of waiting for the loop to come back to recv();
  * on two cores the extra thread cost more than it overlapped
- * (docs/design.md 14.3; bench/results/notes.md, P1), hence the default. The loop takes the
- * bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
+ * (docs/design.md 14.3; bench/results/notes.md, P1), hence the
+ * default. The loop takes the bytes with za_nbd_rx_recv(), as it would with recv(); a large payload
  * may be read by the thread straight into its buffer, and one the ring
  * holds whole may be used in place (za_nbd_rx_peek()), even after the
  * loop has read past it (za_nbd_rx_keep()). The thread touches

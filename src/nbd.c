@@ -710,8 +710,8 @@ static void conn_rx_wake(void *arg);
  * 255-285 MB/s with one, 340-400 without), and a connection stuck in its
  * handshake or sending small requests costs no ring. The loop fills it
  * by default: on two cores 1 MiB writes ran 2-18% faster that way than
- * with the thread (docs/design.md 14.3; bench/results/notes.md, P1). Without a ring (no memory,
- * or pthread_create failed) the loop goes on reading the socket itself.
+ * with the thread (docs/design.md 14.3; bench/results/notes.md, P1).
+ * Without a ring (no memory, or pthread_create failed) the loop goes on reading the socket itself.
  */
 static void conn_rx_maybe_start(struct za_nbd_conn *c, uint32_t len)
 {
