@@ -28,8 +28,16 @@ struct member {
 	uint8_t state; /* enum za_member_state */
 	uint32_t nr_zones;
 	uint8_t *zkind;
-	uint64_t *zcap;
-	uint64_t *zwp; /* write pointer at start (recovery) */
+	/*
+	 * Zone capacity: one figure for the whole member (cap_bytes), unless
+	 * its zones differ, when zcap_blk holds each in 4 KiB blocks
+	 * (eng_zcap()). Per zone the engine keeps only zkind: a byte, for
+	 * 16 M zones at 256 drives (S2 in bench/results/notes.md).
+	 */
+	uint64_t cap_bytes;
+	uint32_t *zcap_blk;
+	/* Recovery only, NULL otherwise: write pointers at its start. */
+	uint64_t *zwp;
 	uint64_t zone_bytes;
 	uint32_t free_zones;
 	/* Zones that are free or in use (not reserved, bad or unclaimed)
@@ -70,15 +78,21 @@ struct za_segment {
 	uint32_t nr_stripes;
 	uint32_t next_stripe;
 	unsigned inflight;
+	/*
+	 * Per column, in one allocation with the segment, as long as its
+	 * width (eng_seg_alloc()): at 256 drives of 75,000 zones there are
+	 * 1.6 M segments, and arrays of the largest width (64) made each
+	 * 1,128 B - 1.8 GB where a 12-wide segment needs a fifth of it.
+	 */
 	/* Where each column is now: a rebuild may have moved one. */
-	uint16_t member[ZA_EC_MAX_WIDTH];
-	uint32_t zone[ZA_EC_MAX_WIDTH];
+	uint16_t *member;
+	uint32_t *zone;
 	/* Where the stripe headers say the columns are (as first placed). */
-	uint16_t hdr_member[ZA_EC_MAX_WIDTH];
-	uint32_t hdr_zone[ZA_EC_MAX_WIDTH];
+	uint16_t *hdr_member;
+	uint32_t *hdr_zone;
 	/* Stripes of a column readable where it is now: all for a column
 	 * never moved; those a rebuild wrote for a moved one. */
-	uint32_t col_upto[ZA_EC_MAX_WIDTH];
+	uint32_t *col_upto;
 	uint64_t rb_cols; /* columns a rebuild is writing now */
 	uint64_t dead_cols; /* lost columns left as they are: no live data */
 	unsigned grp_idx; /* place in its group */
@@ -186,6 +200,11 @@ static inline bool eng_col_absent(const struct za_segment *g, unsigned c)
 	return g->member[c] == ZA_STRIPE_MEMBER_ABSENT;
 }
 
+static inline uint64_t eng_zcap(const struct member *m, uint32_t z)
+{
+	return m->zcap_blk ? (uint64_t)m->zcap_blk[z] << 12 : m->cap_bytes;
+}
+
 static inline bool eng_writable(const struct member *m)
 {
 	return m->dev && m->state == ZA_MEMBER_ONLINE;
@@ -215,6 +234,7 @@ static inline bool eng_resettable(const struct member *m)
 /* engine.c */
 struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
+struct za_segment *eng_seg_alloc(unsigned width);
 void eng_seg_insert(struct za_engine *e, struct za_segment *g);
 void eng_seg_unlink(struct za_engine *e, struct za_segment *g);
 void eng_group_insert(struct za_engine *e, struct group *grp);

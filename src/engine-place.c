@@ -237,7 +237,7 @@ struct group *eng_group_open(struct za_engine *e, struct stream *st)
 	grp->w = nseg;
 	grp->taking = true;
 	for (j = 0; j < nseg; j++) {
-		struct za_segment *g = calloc(1, sizeof(*g));
+		struct za_segment *g = eng_seg_alloc(w);
 
 		assert(g); /* small; treat as fatal like the kernel would */
 		g->eng = e;
@@ -263,8 +263,8 @@ struct group *eng_group_open(struct za_engine *e, struct stream *st)
 			g->hdr_zone[i] = g->zone[i];
 			m->active++;
 			m->taking |= 1u << st->id;
-			if (m->zcap[g->zone[i]] < min_cap)
-				min_cap = m->zcap[g->zone[i]];
+			if (eng_zcap(m, g->zone[i]) < min_cap)
+				min_cap = eng_zcap(m, g->zone[i]);
 		}
 		eng_seg_insert(e, g);
 		grp->segs[j] = g;
@@ -330,7 +330,7 @@ void eng_seg_maybe_finish(struct za_engine *e, struct za_segment *g)
 		m->active--;
 		if (!g->fin || !eng_writable(m) ||
 		    (uint64_t)g->next_stripe * g->st->l.slot_bytes >=
-			    m->zcap[g->zone[i]])
+			    eng_zcap(m, g->zone[i]))
 			continue;
 		g->fin[i].op = ZA_DEV_OP_FINISH;
 		g->fin[i].off_bytes = zstart;

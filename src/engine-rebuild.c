@@ -83,7 +83,7 @@ static uint32_t take_zone_min(struct member *m, uint64_t min_bytes)
 
 	for (i = 0; i < m->nr_zones; i++) {
 		z = (m->hint + i) % m->nr_zones;
-		if (m->zkind[z] == Z_FREE && m->zcap[z] >= min_bytes) {
+		if (m->zkind[z] == Z_FREE && eng_zcap(m, z) >= min_bytes) {
 			m->zkind[z] = Z_USED;
 			m->free_zones--;
 			m->hint = z + 1;
@@ -103,7 +103,7 @@ static bool has_zone_min(const struct member *m, uint64_t min_bytes)
 	 * mostly in use, and a pass asks this of every member per column. */
 	for (i = 0; i < m->nr_zones; i++) {
 		z = (m->hint + i) % m->nr_zones;
-		if (m->zkind[z] == Z_FREE && m->zcap[z] >= min_bytes)
+		if (m->zkind[z] == Z_FREE && eng_zcap(m, z) >= min_bytes)
 			return true;
 	}
 	return false;
@@ -489,7 +489,7 @@ static void rb_settle(struct za_col_rebuild *cr)
 	 * into service (a stopped replace's old drive).
 	 */
 	if (eng_readable(rp->dst) && (uint64_t)cr->nr_stripes * l->slot_bytes <
-					     rp->dst->zcap[cr->zone]) {
+					     eng_zcap(rp->dst, cr->zone)) {
 		rb_fin_submit(cr, RB_STEP_FINISH, rp->dst, ZA_DEV_OP_FINISH,
 			      cr->zone);
 		return;

@@ -93,7 +93,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 	if (grp->w != h->group_w || grp->st != st ||
 	    grp->nr_stripes != h->group_stripes || grp->segs[h->group_idx])
 		return NULL;
-	g = calloc(1, sizeof(*g));
+	g = eng_seg_alloc(width);
 	if (!g)
 		return NULL;
 	g->eng = e;
@@ -766,6 +766,56 @@ static void rec_drop_foreign(struct rec_ctx *rc)
 	}
 }
 
+/*
+ * The write pointer of every zone of every readable member, for this
+ * recovery only: the engine keeps none (a FULL zone's is its capacity,
+ * as finishing a zone moves it there).
+ */
+static int rec_load_wps(struct za_engine *e)
+{
+	struct za_zone *z;
+	unsigned mi, nr, i;
+	int ret;
+
+	for (mi = 0; mi < e->nr_members; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!eng_readable(m) || !m->zkind)
+			continue;
+		ret = za_dev_report_all(m->dev, &z, &nr);
+		if (!ret && nr != m->nr_zones) {
+			free(z);
+			ret = -EIO;
+		}
+		if (ret) {
+			za_log_err("%s: zone report failed: %s", m->dev->path,
+				   strerror(-ret));
+			return ret;
+		}
+		m->zwp = calloc(nr, sizeof(*m->zwp));
+		if (!m->zwp) {
+			free(z);
+			return -ENOMEM;
+		}
+		for (i = 0; i < nr; i++)
+			m->zwp[i] = z[i].cond == ZA_ZONE_COND_FULL ?
+					    z[i].start_bytes + z[i].cap_bytes :
+					    z[i].wp_bytes;
+		free(z);
+	}
+	return 0;
+}
+
+static void rec_free_wps(struct za_engine *e)
+{
+	unsigned mi;
+
+	for (mi = 0; mi < e->nr_members; mi++) {
+		free(e->m[mi].zwp);
+		e->m[mi].zwp = NULL;
+	}
+}
+
 int za_engine_recover_from(
 	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
@@ -781,6 +831,9 @@ int za_engine_recover_from(
 
 	if (posix_memalign((void **)&rc.blk, 4096, 4096))
 		return -ENOMEM;
+	ret = rec_load_wps(e);
+	if (ret)
+		goto out;
 	/* Pass 1: every readable member, every zone that holds something,
 	 * claimed when a header (of any column) names the zone. */
 	rec_unclaim(e);
@@ -903,7 +956,7 @@ int za_engine_recover_from(
 					   (uint64_t)z * m->zone_bytes, NULL, 0,
 					   NULL))
 				continue;
-			m->zkind[z] = m->zcap[z] >= 8192 ? Z_FREE : Z_BAD;
+			m->zkind[z] = eng_zcap(m, z) >= 8192 ? Z_FREE : Z_BAD;
 			m->free_zones += m->zkind[z] == Z_FREE;
 		}
 		eng_member_zstats(m);
@@ -921,7 +974,7 @@ int za_engine_recover_from(
 
 				if (eng_writable(m) &&
 				    m->zwp[zz] < (uint64_t)zz * m->zone_bytes +
-							 m->zcap[zz])
+							 eng_zcap(m, zz))
 					za_dev_io_sync(m->dev, ZA_DEV_OP_FINISH,
 						       (uint64_t)zz *
 							       m->zone_bytes,
@@ -940,6 +993,7 @@ int za_engine_recover_from(
 	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
 		    (unsigned long long)e->seq);
 out:
+	rec_free_wps(e);
 	free(lbas);
 	free(rc.st);
 	free(rc.blk);

@@ -138,7 +138,7 @@ uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx)
 	m = &e->m[idx];
 	for (z = 0; z < m->nr_zones; z++)
 		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED)
-			sum += m->zcap[z];
+			sum += eng_zcap(m, z);
 	return sum;
 }
 

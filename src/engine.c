@@ -148,6 +148,29 @@ static void group_table_grow(struct za_engine *e)
 	e->ghash_size = size;
 }
 
+/*
+ * A zeroed segment with its per-column arrays for @width columns behind
+ * it; free() releases both. NULL on -ENOMEM.
+ */
+struct za_segment *eng_seg_alloc(unsigned width)
+{
+	struct za_segment *g;
+	uint8_t *p;
+
+	assert(width && width <= ZA_EC_MAX_WIDTH);
+	/* u32 arrays first, then u16: each stays naturally aligned. */
+	g = calloc(1, sizeof(*g) + (size_t)width * (3 * 4 + 2 * 2));
+	if (!g)
+		return NULL;
+	p = (uint8_t *)(g + 1);
+	g->zone = (uint32_t *)p;
+	g->hdr_zone = (uint32_t *)(p + (size_t)width * 4);
+	g->col_upto = (uint32_t *)(p + (size_t)width * 8);
+	g->member = (uint16_t *)(p + (size_t)width * 12);
+	g->hdr_member = (uint16_t *)(p + (size_t)width * 14);
+	return g;
+}
+
 void eng_seg_insert(struct za_engine *e, struct za_segment *g)
 {
 	struct za_segment **b = &e->hash[slot_of(g->id, e->hash_size)];
@@ -227,9 +250,33 @@ void eng_member_zstats(struct member *m)
 	for (z = 0; z < m->nr_zones; z++)
 		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED) {
 			m->data_zones++;
-			if (m->zcap[z] < m->min_cap_bytes)
-				m->min_cap_bytes = m->zcap[z];
+			if (eng_zcap(m, z) < m->min_cap_bytes)
+				m->min_cap_bytes = eng_zcap(m, z);
 		}
+}
+
+/*
+ * Zone capacities: most drives give every zone the same, kept once; a
+ * drive whose zones differ gets a table. A capacity is used in whole 4
+ * KiB blocks (the engine writes nothing smaller).
+ */
+static int member_caps(struct member *m, const struct za_zone *z, unsigned nr)
+{
+	unsigned i;
+
+	m->cap_bytes = nr > ZA_SB_ZONES ? z[ZA_SB_ZONES].cap_bytes & ~4095ull :
+					  0;
+	for (i = 0; i < nr; i++)
+		if ((z[i].cap_bytes & ~4095ull) != m->cap_bytes)
+			break;
+	if (i == nr)
+		return 0;
+	m->zcap_blk = calloc(nr, sizeof(*m->zcap_blk));
+	if (!m->zcap_blk)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++)
+		m->zcap_blk[i] = (uint32_t)(z[i].cap_bytes >> 12);
+	return 0;
 }
 
 static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
@@ -258,17 +305,16 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
 	m->nr_zones = nr;
 	m->zone_bytes = c->zone_size_bytes;
 	m->zkind = calloc(nr, 1);
-	m->zcap = calloc(nr, sizeof(*m->zcap));
-	m->zwp = calloc(nr, sizeof(*m->zwp));
-	if (!m->zkind || !m->zcap || !m->zwp) {
+	if (!m->zkind) {
 		free(z);
 		return -ENOMEM;
 	}
+	ret = member_caps(m, z, nr);
+	if (ret) {
+		free(z);
+		return ret;
+	}
 	for (i = 0; i < nr; i++) {
-		m->zcap[i] = z[i].cap_bytes;
-		m->zwp[i] = z[i].cond == ZA_ZONE_COND_FULL ?
-				    z[i].start_bytes + z[i].cap_bytes :
-				    z[i].wp_bytes;
 		if (i < ZA_SB_ZONES || z[i].type == ZA_ZONE_TYPE_CNV)
 			m->zkind[i] = Z_RESERVED;
 		else if (z[i].cond == ZA_ZONE_COND_OFFLINE ||
@@ -419,7 +465,7 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 err_members:
 	for (i = 0; i < prm->nr_members; i++) {
 		free(e->m[i].zkind);
-		free(e->m[i].zcap);
+		free(e->m[i].zcap_blk);
 		free(e->m[i].zwp);
 	}
 err_tables:
@@ -478,7 +524,7 @@ void za_engine_free(struct za_engine *e)
 		stream_fini(&e->streams[i]);
 	for (i = 0; i < e->nr_members; i++) {
 		free(e->m[i].zkind);
-		free(e->m[i].zcap);
+		free(e->m[i].zcap_blk);
 		free(e->m[i].zwp);
 	}
 	free(e->m);
@@ -563,7 +609,7 @@ int za_engine_member_add(struct za_engine *e, struct za_dev *dev, unsigned *idx)
 	ret = member_init(e, n, dev, 8192);
 	if (ret) {
 		free(e->m[n].zkind);
-		free(e->m[n].zcap);
+		free(e->m[n].zcap_blk);
 		free(e->m[n].zwp);
 		memset(&e->m[n], 0, sizeof(e->m[n]));
 		return ret;

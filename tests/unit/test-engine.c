@@ -94,7 +94,10 @@ static void tarr_make(struct tarr *t, unsigned n, unsigned k, unsigned p,
 						   ZA_DEV_MODEL_ZNS);
 		ep.zone_size_bytes = 1ull << 20;
 		ep.zone_cap_bytes = i % 3 ? 0 : 960ull << 10;
-		ep.nr_conv_zones = i % 3 == 1 ? 1 : 0;
+		/* Every sixth a ZNS drive with a conventional zone too: its
+		 * zones differ in capacity (the engine's per-zone table,
+		 * eng_zcap()). */
+		ep.nr_conv_zones = i % 3 == 1 || i % 6 == 3 ? 1 : 0;
 		ep.size_bytes = (uint64_t)(zones_base + i % zones_spread) << 20;
 		ep.cache_bytes = 0;
 		ep.prealloc = prealloc;
