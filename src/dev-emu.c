@@ -85,6 +85,8 @@
 #define EMU_DATA_ALIGN (1ull << 20)
 #define EMU_MIN_ZONE (64ull << 10)
 #define EMU_MAX_ZONES (1u << 24)
+/* Zone positions are kept in 32-bit block counts (struct emu_zone). */
+#define EMU_MAX_ZONE_BYTES ((uint64_t)UINT32_MAX * EMU_BLOCK)
 /* Header flags (docs/format.md). */
 #define EMU_F_PREALLOC (1u << 0)
 #define EMU_F_KNOWN EMU_F_PREALLOC
@@ -128,12 +130,27 @@ enum {
 	Z_CRC = 28,
 };
 
+/*
+ * 16 bytes per zone: 256 emulated drives of 65,535 zones keep 16.8 M of
+ * these, and the daemon's own figure per zone (S2) is measured beside
+ * them. Positions in 4 KiB blocks (a zone is at most EMU_MAX_ZONE_BYTES).
+ */
 struct emu_zone {
-	uint64_t wp_rel; /* bytes written */
-	uint64_t flushed_rel; /* bytes that survive a power cut */
-	enum za_zone_cond cond;
-	uint64_t lru; /* last use, for implicit close */
+	uint32_t wp_blk; /* blocks written */
+	uint32_t flushed_blk; /* blocks that survive a power cut */
+	uint32_t lru; /* last use, for implicit close (use_clock) */
+	uint8_t cond; /* enum za_zone_cond */
 };
+
+static inline uint64_t zwp_rel(const struct emu_zone *z)
+{
+	return (uint64_t)z->wp_blk * EMU_BLOCK;
+}
+
+static inline uint64_t zflushed_rel(const struct emu_zone *z)
+{
+	return (uint64_t)z->flushed_blk * EMU_BLOCK;
+}
 
 struct emu {
 	struct za_dev dev;
@@ -148,7 +165,7 @@ struct emu {
 	uint64_t cache_bytes;
 	struct emu_zone *zones;
 	uint32_t nr_open, nr_active;
-	uint64_t use_clock;
+	uint32_t use_clock;
 	uint64_t dirty_bytes; /* unflushed sequential bytes + undo blocks */
 	/* undo membership: open addressing on block offset + 1 (0 = empty) */
 	uint64_t *undo_set;
@@ -190,8 +207,8 @@ static void zent_store(struct emu *e, uint32_t i)
 
 	if (e->rdonly)
 		return;
-	za_put_le64(p + Z_WP, z->wp_rel);
-	za_put_le64(p + Z_FLUSHED, z->flushed_rel);
+	za_put_le64(p + Z_WP, zwp_rel(z));
+	za_put_le64(p + Z_FLUSHED, zflushed_rel(z));
 	p[Z_COND] = (uint8_t)z->cond;
 	za_put_le32(p + Z_CRC, za_crc32c(p, Z_CRC));
 	/*
@@ -264,7 +281,7 @@ static void zone_to_za(const struct emu *e, uint32_t i, struct za_zone *out)
 	else if (z->cond == ZA_ZONE_COND_FULL)
 		out->wp_bytes = out->start_bytes + zsz;
 	else
-		out->wp_bytes = out->start_bytes + z->wp_rel;
+		out->wp_bytes = out->start_bytes + zwp_rel(z);
 }
 
 static void set_cond(struct emu *e, uint32_t i, enum za_zone_cond c)
@@ -390,8 +407,8 @@ static void emu_writeback_all(struct emu *e)
 	for (i = 0; i < e->dev.caps.nr_zones; i++) {
 		struct emu_zone *z = &e->zones[i];
 
-		if (z->flushed_rel != z->wp_rel) {
-			z->flushed_rel = z->wp_rel;
+		if (z->flushed_blk != z->wp_blk) {
+			z->flushed_blk = z->wp_blk;
 			zent_store(e, i);
 		}
 	}
@@ -480,6 +497,23 @@ static int emu_make_open(struct emu *e, uint32_t i, bool explicit)
 	set_cond(e, i,
 		 explicit ? ZA_ZONE_COND_EXP_OPEN : ZA_ZONE_COND_IMP_OPEN);
 	return 0;
+}
+
+/*
+ * Mark zone @z used now, for the implicit close's choice. The clock is 32
+ * bits, as each zone keeps it: when it wraps (every 4 G writes), the
+ * other open zones forget their order and count as used long ago.
+ */
+static void emu_touch(struct emu *e, struct emu_zone *z)
+{
+	uint32_t j;
+
+	if (!++e->use_clock) {
+		for (j = 0; j < e->dev.caps.nr_zones; j++)
+			e->zones[j].lru = 0;
+		e->use_clock = 1;
+	}
+	z->lru = e->use_clock;
 }
 
 /* ---- operations ---- */
@@ -599,13 +633,13 @@ static int emu_do_write(struct emu *e, struct za_dev_req *req, uint64_t off)
 	req->landed_bytes = off;
 	if (zone_is_conv(e, i))
 		return 0;
-	z->wp_rel = off + req->len_bytes - zstart;
-	z->lru = ++e->use_clock;
+	z->wp_blk = (uint32_t)((off + req->len_bytes - zstart) / EMU_BLOCK);
+	emu_touch(e, z);
 	if (e->cache_bytes)
 		e->dirty_bytes += req->len_bytes;
 	else
-		z->flushed_rel = z->wp_rel;
-	if (z->wp_rel == zone_cap(e, i))
+		z->flushed_blk = z->wp_blk;
+	if (zwp_rel(z) == zone_cap(e, i))
 		set_cond(e, i, ZA_ZONE_COND_FULL);
 	zent_store(e, i);
 	return 0;
@@ -626,8 +660,8 @@ static int emu_do_zone_op(struct emu *e, struct za_dev_req *req)
 		if (ret < 0)
 			return ret;
 		if (e->cache_bytes)
-			e->dirty_bytes -= z->wp_rel - z->flushed_rel;
-		z->wp_rel = z->flushed_rel = 0;
+			e->dirty_bytes -= zwp_rel(z) - zflushed_rel(z);
+		z->wp_blk = z->flushed_blk = 0;
 		set_cond(e, i, ZA_ZONE_COND_EMPTY);
 		break;
 	case ZA_DEV_OP_FINISH:
@@ -639,14 +673,15 @@ static int emu_do_zone_op(struct emu *e, struct za_dev_req *req)
 		 * SIGKILL) must not become readable: a drive never returns
 		 * data it did not acknowledge.
 		 */
-		ret = punch(e, zstart + z->wp_rel,
-			    e->dev.caps.zone_size_bytes - z->wp_rel);
+		ret = punch(e, zstart + zwp_rel(z),
+			    e->dev.caps.zone_size_bytes - zwp_rel(z));
 		if (ret < 0)
 			return ret;
 		if (e->cache_bytes)
-			e->dirty_bytes -= z->wp_rel - z->flushed_rel;
+			e->dirty_bytes -= zwp_rel(z) - zflushed_rel(z);
 		/* Finishing makes the zone durable (see the theory above). */
-		z->wp_rel = z->flushed_rel = zone_cap(e, i);
+		z->wp_blk = z->flushed_blk =
+			(uint32_t)(zone_cap(e, i) / EMU_BLOCK);
 		set_cond(e, i, ZA_ZONE_COND_FULL);
 		break;
 	case ZA_DEV_OP_OPEN_ZONE:
@@ -658,7 +693,7 @@ static int emu_do_zone_op(struct emu *e, struct za_dev_req *req)
 		if (!cond_is_open(z->cond))
 			break;
 		set_cond(e, i,
-			 z->wp_rel ? ZA_ZONE_COND_CLOSED : ZA_ZONE_COND_EMPTY);
+			 zwp_rel(z) ? ZA_ZONE_COND_CLOSED : ZA_ZONE_COND_EMPTY);
 		break;
 	default:
 		assert(0);
@@ -857,25 +892,25 @@ static int emu_power_cut(struct za_dev *dev)
 		struct emu_zone *z = &e->zones[i];
 		uint64_t zstart = (uint64_t)i * dev->caps.zone_size_bytes;
 
-		if (z->wp_rel != z->flushed_rel ||
+		if (zwp_rel(z) != zflushed_rel(z) ||
 		    z->cond != ZA_ZONE_COND_FULL) {
 			/* Everything past the flushed write pointer goes,
 			 * including bytes a killed process left past the
 			 * write pointer itself. */
-			int r = drop(e, zstart + z->flushed_rel,
+			int r = drop(e, zstart + zflushed_rel(z),
 				     dev->caps.zone_size_bytes -
-					     z->flushed_rel);
+					     zflushed_rel(z));
 
 			if (r < 0)
 				ret = r;
-			z->wp_rel = z->flushed_rel;
+			z->wp_blk = z->flushed_blk;
 			if (z->cond == ZA_ZONE_COND_FULL)
 				set_cond(e, i, ZA_ZONE_COND_CLOSED);
 		}
 		if (cond_is_open(z->cond) || z->cond == ZA_ZONE_COND_CLOSED)
 			set_cond(e, i,
-				 z->wp_rel ? ZA_ZONE_COND_CLOSED :
-					     ZA_ZONE_COND_EMPTY);
+				 zwp_rel(z) ? ZA_ZONE_COND_CLOSED :
+					      ZA_ZONE_COND_EMPTY);
 		zent_store(e, i);
 	}
 	e->dirty_bytes = 0;
@@ -1037,9 +1072,11 @@ static int emu_params_check(const struct za_emu_params *p, uint32_t *nr_zones,
 
 	if (p->model != ZA_DEV_MODEL_HM_SMR && p->model != ZA_DEV_MODEL_ZNS)
 		EMU_BAD("unknown drive model %d", (int)p->model);
-	if (p->zone_size_bytes < EMU_MIN_ZONE || p->zone_size_bytes % EMU_BLOCK)
-		EMU_BAD("zone size %llu: must be a multiple of 4 KiB and at "
-			"least 64 KiB",
+	if (p->zone_size_bytes < EMU_MIN_ZONE ||
+	    p->zone_size_bytes > EMU_MAX_ZONE_BYTES ||
+	    p->zone_size_bytes % EMU_BLOCK)
+		EMU_BAD("zone size %llu: must be a multiple of 4 KiB, at "
+			"least 64 KiB and below 16 TiB",
 			(unsigned long long)p->zone_size_bytes);
 	*zcap = p->zone_cap_bytes ? p->zone_cap_bytes : p->zone_size_bytes;
 	if (*zcap > p->zone_size_bytes || *zcap % EMU_BLOCK)
@@ -1249,6 +1286,7 @@ static int emu_parse_header(struct emu *e, const uint8_t *h, uint64_t fsize)
 	c->max_io_bytes = za_get_le32(h + H_MAX_IO);
 	c->max_append_bytes = za_get_le32(h + H_MAX_APPEND);
 	if (c->zone_size_bytes < EMU_MIN_ZONE ||
+	    c->zone_size_bytes > EMU_MAX_ZONE_BYTES ||
 	    c->zone_size_bytes % EMU_BLOCK || !zcap ||
 	    zcap > c->zone_size_bytes || zcap % EMU_BLOCK)
 		EMU_CORRUPT("%s: header: bad zone size or capacity", path);
@@ -1307,7 +1345,7 @@ static int emu_load_zones(struct emu *e)
 {
 	const struct za_dev_caps *c = &e->dev.caps;
 	const char *path = e->dev.path;
-	uint64_t n, s;
+	uint64_t n, s, wp, fl;
 	uint32_t i;
 	int ret;
 
@@ -1321,12 +1359,14 @@ static int emu_load_zones(struct emu *e)
 			EMU_CORRUPT("%s: zone %u: zone table entry checksum "
 				    "mismatch",
 				    path, i);
-		z->wp_rel = za_get_le64(p + Z_WP);
-		z->flushed_rel = za_get_le64(p + Z_FLUSHED);
-		if (z->wp_rel > zone_cap(e, i) || z->flushed_rel > z->wp_rel ||
-		    z->wp_rel % EMU_BLOCK || z->flushed_rel % EMU_BLOCK)
+		wp = za_get_le64(p + Z_WP);
+		fl = za_get_le64(p + Z_FLUSHED);
+		if (wp > zone_cap(e, i) || fl > wp || wp % EMU_BLOCK ||
+		    fl % EMU_BLOCK)
 			EMU_CORRUPT("%s: zone %u: write pointer out of range",
 				    path, i);
+		z->wp_blk = (uint32_t)(wp / EMU_BLOCK);
+		z->flushed_blk = (uint32_t)(fl / EMU_BLOCK);
 		if (conv ? cond != ZA_ZONE_COND_NOT_WP :
 			   !(cond == ZA_ZONE_COND_EMPTY ||
 			     cond == ZA_ZONE_COND_IMP_OPEN ||
@@ -1337,16 +1377,16 @@ static int emu_load_zones(struct emu *e)
 			     cond == ZA_ZONE_COND_OFFLINE))
 			EMU_CORRUPT("%s: zone %u: bad condition 0x%x", path, i,
 				    cond);
-		if ((cond == ZA_ZONE_COND_EMPTY && z->wp_rel) ||
-		    (cond == ZA_ZONE_COND_FULL && z->wp_rel != zone_cap(e, i)))
+		if ((cond == ZA_ZONE_COND_EMPTY && zwp_rel(z)) ||
+		    (cond == ZA_ZONE_COND_FULL && zwp_rel(z) != zone_cap(e, i)))
 			EMU_CORRUPT("%s: zone %u: condition %s does not match "
 				    "write pointer %llu",
 				    path, i,
 				    za_zone_cond_str((enum za_zone_cond)cond),
-				    (unsigned long long)z->wp_rel);
+				    (unsigned long long)zwp_rel(z));
 		z->cond = ZA_ZONE_COND_NOT_WP;
 		set_cond(e, i, (enum za_zone_cond)cond);
-		e->dirty_bytes += z->wp_rel - z->flushed_rel;
+		e->dirty_bytes += zwp_rel(z) - zflushed_rel(z);
 	}
 	if (c->max_active_zones && e->nr_active > c->max_active_zones)
 		EMU_CORRUPT("%s: %u active zones, above the limit of %u", path,

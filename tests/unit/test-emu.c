@@ -85,6 +85,11 @@ START_TEST(test_bad_params)
 	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
 	p.zone_size_bytes = 1000;
 	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
+	/* Zone positions are 32-bit block counts: zones below 16 TiB. */
+	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
+	p.zone_size_bytes = (uint64_t)UINT32_MAX * BLK + BLK;
+	p.size_bytes = 2 * p.zone_size_bytes;
+	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
 	za_emu_params_default(&p, ZA_DEV_MODEL_HM_SMR);
 	p.size_bytes = p.zone_size_bytes - 1;
 	ck_assert_int_eq(za_emu_create(path, &p, true), -EINVAL);
