@@ -6,8 +6,8 @@
 # and for each step writes more data sequentially through the NBD export
 # with fio, stops zarrayd (SIGTERM) and starts a new one, which assembles
 # the array from its state record. Measured per step, for that new
-# process: the time until it answers `zarray status` (requests wait for
-# the assembly at start; the export is then checked with nbdinfo), its
+# process: the time until `zarray status` says other than "assembling"
+# (the export is then checked with nbdinfo), its
 # CPU time
 # (utime + stime from /proc/PID/stat, the figure to trust on a shared
 # machine), its resident memory (VmRSS) and peak (VmHWM), and the bytes
@@ -130,11 +130,13 @@ for st in $steps; do
 	t0=$(now_ns)
 	start_daemon
 	# The daemon binds its socket before it assembles the recorded
-	# arrays and answers requests only afterwards: the first status
-	# that answers marks the end of assembly, before any client I/O.
+	# arrays; status answers meanwhile with state "assembling". The
+	# first other answer marks the end of assembly, before any client
+	# I/O.
 	ok=0
 	for i in $(seq 60000); do
-		if "$zarray" status --json s1 >"$work/st.json" 2>/dev/null; then
+		if "$zarray" status --json s1 >"$work/st.json" 2>/dev/null &&
+			! grep -q '"state":"assembling"' "$work/st.json"; then
 			ok=1
 			break
 		fi

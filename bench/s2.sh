@@ -80,7 +80,9 @@ kib() { awk -v k="$2" '$1 == k ":" { print $2 }' "/proc/$1/status"; }
 wait_answer() {
 	local i
 	for i in $(seq 60000); do
-		"$zarray" status "$1" >/dev/null 2>&1 && return 0
+		# Answered while it assembles too ("assembling"): until not.
+		"$zarray" status "$1" 2>/dev/null | grep -q "^$1: assembling" ||
+			{ "$zarray" status "$1" >/dev/null 2>&1 && return 0; }
 		kill -0 "$daemon" 2>/dev/null || break
 		sleep 0.01
 	done

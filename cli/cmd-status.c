@@ -33,6 +33,8 @@ const char *za_cli_array_state_str(int state)
 		return "degraded";
 	case ZARRAY__ARRAY_STATE__ARRAY_FAILED:
 		return "failed";
+	case ZARRAY__ARRAY_STATE__ARRAY_ASSEMBLING:
+		return "assembling";
 	default:
 		return "unknown";
 	}
@@ -303,6 +305,16 @@ void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)
 		(unsigned long long)a->used_bytes,
 		(unsigned long long)(a->has_generation ? a->generation : 0));
 	json_export(f, a);
+	/* Where an assembly is (state "assembling"), else null. */
+	if (a->assembly) {
+		fprintf(f, ",\"assembly\":{\"phase\":");
+		za_json_str(f, a->assembly->phase);
+		fprintf(f, ",\"done\":%llu,\"total\":%llu}",
+			(unsigned long long)a->assembly->done,
+			(unsigned long long)a->assembly->total);
+	} else {
+		fputs(",\"assembly\":null", f);
+	}
 	fprintf(f, ",\"members\":[");
 	for (i = 0; i < a->n_members; i++) {
 		const Zarray__MemberStatus *m = a->members[i];
@@ -439,10 +451,33 @@ static void print_volume_text(const Zarray__ArrayStatus *a)
 	printf("\n");
 }
 
+/* "scanning zones, 37% (1234 of 3333)"; the daemon's figures are not
+ * trusted to be in range. */
+static const char *assembly_str(const Zarray__AssemblyProgress *p, char *buf,
+				size_t len)
+{
+	if (!p)
+		snprintf(buf, len, "starting");
+	else if (p->total && p->done <= p->total)
+		snprintf(buf, len, "%s, %.0f%% (%llu of %llu)", p->phase,
+			 (double)p->done * 100.0 / (double)p->total,
+			 (unsigned long long)p->done,
+			 (unsigned long long)p->total);
+	else
+		snprintf(buf, len, "%s", p->phase);
+	return buf;
+}
+
 static void print_array_text(const Zarray__ArrayStatus *a)
 {
 	char b1[32], b2[32], b3[32], line[256];
 	size_t i, w = 4;
+
+	if (a->state == ZARRAY__ARRAY_STATE__ARRAY_ASSEMBLING) {
+		printf("%s: assembling: %s\n", a->name,
+		       assembly_str(a->assembly, line, sizeof(line)));
+		return;
+	}
 
 	printf("%s: %s, %u+%u, chunk %s, %zu members\n", a->name,
 	       za_cli_array_state_str(a->state), a->data, a->parity,
@@ -508,8 +543,12 @@ static int test_code(const Zarray__ArrayList *l)
 		if (s == ZARRAY__ARRAY_STATE__ARRAY_DEGRADED) {
 			if (rc < ZA_EXIT_TEST_DEGRADED)
 				rc = ZA_EXIT_TEST_DEGRADED;
+		} else if (s == ZARRAY__ARRAY_STATE__ARRAY_ASSEMBLING) {
+			/* Its state is not known yet. */
+			rc = ZA_EXIT_TEST_NO_INFO;
 		} else if (s != ZARRAY__ARRAY_STATE__ARRAY_HEALTHY) {
-			rc = ZA_EXIT_TEST_UNUSABLE;
+			if (rc < ZA_EXIT_TEST_UNUSABLE)
+				rc = ZA_EXIT_TEST_UNUSABLE;
 		}
 	}
 	return rc;

@@ -236,6 +236,7 @@ static int engine_start(struct za_array *a, uint64_t next_seq,
 	prm.max_read_errors = a->pol.max_read_errors;
 	prm.member_failed = on_member_failed;
 	prm.priv = a;
+	prm.progress = a->pol.progress;
 	return za_engine_new(a->io, &prm, &a->eng);
 }
 
@@ -558,6 +559,7 @@ int za_array_assemble(struct za_io *io, const char *name,
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
+		za_progress_set(pol.progress, "reading superblocks", i, n);
 		ret = arr_member_open(io, paths[i], pol.fault_injection,
 				      &devs[i]);
 		if (ret) {
@@ -712,6 +714,7 @@ int za_array_assemble(struct za_io *io, const char *name,
 		arr_sb_round(a);
 	za_log_info("array %s assembled: %u members, %u lost", a->sb->name, nm,
 		    res->nr_lost);
+	a->pol.progress = NULL;
 	*out = a;
 	a = NULL;
 	ret = 0;

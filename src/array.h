@@ -17,6 +17,7 @@
 
 #include "io.h"
 #include "job.h"
+#include "progress.h"
 #include "sb.h"
 
 struct za_array;
@@ -52,6 +53,10 @@ struct za_array_policy {
 	/* A test aid: every member is wrapped in the fault injector
 	 * (dev-fault.h), and za_array_inject() sets its faults. */
 	bool fault_injection;
+	/* za_array_assemble() reports where it is here (loop thread; read
+	 * it between loop runs, as status requests are); NULL: not
+	 * reported. Not kept after the assembly. */
+	struct za_progress *progress;
 };
 #define ZA_ARRAY_MAX_READ_ERRORS 20
 #define ZA_ARRAY_IDLE_GC_MS 100

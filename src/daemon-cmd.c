@@ -324,9 +324,8 @@ static void h_assemble(struct za_daemon *d, struct za_rpc_conn *c,
 		return;
 	za_log_info("%s: assemble from %zu devices (%s)", m->name, m->n_paths,
 		    peer_str(c, peer, sizeof(peer)));
-	ret = za_array_assemble(d->io, m->name, (const char *const *)m->paths,
-				(unsigned)m->n_paths, &d->policy, &a, err,
-				sizeof(err));
+	ret = za_daemon_assemble(d, m->name, (const char *const *)m->paths,
+				 (unsigned)m->n_paths, &a, err, sizeof(err));
 	if (ret < 0) {
 		za_log_warn("%s: assemble failed: %s", m->name,
 			    *err ? err : strerror(-ret));
@@ -439,6 +438,54 @@ static void h_destroy(struct za_daemon *d, struct za_rpc_conn *c,
 	za_daemon_reply_done(c, req->id, "destroyed");
 }
 
+int za_daemon_assemble(struct za_daemon *d, const char *name,
+		       const char *const *paths, unsigned n,
+		       struct za_array **a, char *err, size_t errlen)
+{
+	struct za_array_policy pol = d->policy;
+	int ret;
+
+	snprintf(d->assembling.name, sizeof(d->assembling.name), "%s", name);
+	za_progress_set(&d->assembling.prog, "starting", 0, 0);
+	pol.progress = &d->assembling.prog;
+	ret = za_array_assemble(d->io, name, paths, n, &pol, a, err, errlen);
+	d->assembling.name[0] = 0;
+	return ret;
+}
+
+/* The status of an array being assembled: its name and progress. */
+static Zarray__ArrayStatus *assembling_msg_new(struct za_daemon *d)
+{
+	Zarray__ArrayStatus *m = calloc(1, sizeof(*m));
+	Zarray__AssemblyProgress *p = calloc(1, sizeof(*p));
+
+	if (!m || !p)
+		goto err;
+	zarray__array_status__init(m);
+	zarray__assembly_progress__init(p);
+	m->name = strdup(d->assembling.name);
+	m->uuid = strdup("");
+	p->phase = strdup(d->assembling.prog.phase ? d->assembling.prog.phase :
+						     "starting");
+	if (!m->name || !m->uuid || !p->phase)
+		goto err;
+	m->state = ZARRAY__ARRAY_STATE__ARRAY_ASSEMBLING;
+	p->done = d->assembling.prog.done;
+	p->total = d->assembling.prog.total;
+	m->assembly = p;
+	return m;
+
+err:
+	if (p)
+		free(p->phase);
+	if (m) {
+		m->assembly = NULL;
+		za_daemon_array_msg_free(m);
+	}
+	free(p);
+	return NULL;
+}
+
 /* list and status: every array, or the one named. */
 static void reply_status(struct za_daemon *d, struct za_rpc_conn *c,
 			 const Zarray__Request *req, const char *name)
@@ -447,20 +494,29 @@ static void reply_status(struct za_daemon *d, struct za_rpc_conn *c,
 	struct d_array *e;
 	size_t n = 0, i;
 
+	bool asm_too = d->assembling.name[0] &&
+		       (!name || !strcmp(name, d->assembling.name));
+
 	if (name) {
 		if (!check_name(c, req->id, name))
 			return;
-		if (!za_daemon_find_array(d, name)) {
+		if (!za_daemon_find_array(d, name) && !asm_too) {
 			reply_not_found(c, req->id, name);
 			return;
 		}
 	}
 	for (e = d->arrays; e; e = e->next)
 		n++;
-	arr = calloc(n ? n : 1, sizeof(*arr));
+	arr = calloc(n + 1, sizeof(*arr));
 	if (!arr)
 		goto err;
 	n = 0;
+	if (asm_too) {
+		arr[n] = assembling_msg_new(d);
+		if (!arr[n])
+			goto err_free;
+		n++;
+	}
 	for (e = d->arrays; e; e = e->next) {
 		if (name && strcmp(e->name, name))
 			continue;
@@ -494,6 +550,23 @@ static void h_status(struct za_daemon *d, struct za_rpc_conn *c,
 		     const Zarray__Request *req)
 {
 	reply_status(d, c, req, req->status->name);
+}
+
+/*
+ * While an array assembles (minutes, at scale), status answers at once,
+ * with where the assembly is, instead of waiting behind it as other
+ * commands do. Safe: the assembly touches only the array it builds,
+ * which is not in d->arrays yet, and status only reads. `list` still
+ * waits: scripts take its answer as "the arrays are up".
+ */
+bool za_daemon_status_early(struct za_daemon *d, struct za_rpc_conn *c,
+			    const Zarray__Request *req)
+{
+	if (!d->assembling.name[0] ||
+	    req->body_case != ZARRAY__REQUEST__BODY_STATUS)
+		return false;
+	h_status(d, c, req);
+	return true;
 }
 
 /* Find the array a request names; answers and returns NULL if none. */

@@ -92,6 +92,15 @@ struct za_daemon {
 	bool drain_queued;
 	bool busy; /* a command (or the start-up assembly) is running */
 	bool stopping;
+	/*
+	 * The array being assembled (name[0] != 0), and where its assembly
+	 * is: status requests are answered from it meanwhile instead of
+	 * waiting (za_daemon_assemble(), za_daemon_status_early()).
+	 */
+	struct {
+		char name[ZA_SB_NAME_BYTES];
+		struct za_progress prog;
+	} assembling;
 };
 
 /*
@@ -100,6 +109,17 @@ struct za_daemon {
  * daemon stops: never parked, never refused. Only ping is: it says the
  * daemon is alive, and must not wait behind a create that takes minutes.
  */
+/* za_array_assemble() with status answered meanwhile (daemon-cmd.c). */
+int za_daemon_assemble(struct za_daemon *d, const char *name,
+		       const char *const *paths, unsigned n,
+		       struct za_array **a, char *err, size_t errlen);
+/*
+ * Answer a status request at once while an array assembles; false if
+ * none does or the request is not a status request (daemon-cmd.c).
+ */
+bool za_daemon_status_early(struct za_daemon *d, struct za_rpc_conn *c,
+			    const Zarray__Request *req);
+
 struct d_command {
 	Zarray__Request__BodyCase body_case;
 	const char *name; /* as the CLI says it: what a reader looks for */

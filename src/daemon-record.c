@@ -393,8 +393,7 @@ static int assemble_record(struct za_daemon *d, const struct d_record *r,
 		}
 		paths[n++] = r->paths[i];
 	}
-	ret = n ? za_array_assemble(d->io, r->name, paths, n, &d->policy, a,
-				    err, errlen) :
+	ret = n ? za_daemon_assemble(d, r->name, paths, n, a, err, errlen) :
 		  -ENOENT;
 	if (!n)
 		snprintf(err, errlen, "none of its recorded drives exists");

@@ -205,6 +205,9 @@ void za_daemon_array_msg_free(Zarray__ArrayStatus *m)
 	free(m->members);
 	jobs_free(m->jobs, m->n_jobs);
 	free(m->volume);
+	if (m->assembly)
+		free(m->assembly->phase);
+	free(m->assembly);
 	free(m->name);
 	free(m->uuid);
 	free(m->export_uri);

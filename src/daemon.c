@@ -369,6 +369,10 @@ static void on_request(struct za_rpc_conn *c, Zarray__Request *req, void *priv)
 		za_rpc_request_free(req);
 		return;
 	}
+	if (za_daemon_status_early(d, c, req)) {
+		za_rpc_request_free(req);
+		return;
+	}
 	if (d->stopping) {
 		za_rpc_reply_error(c, req->id, ZARRAY__ERROR_CODE__ERR_BUSY,
 				   ESHUTDOWN, "zarrayd is shutting down");

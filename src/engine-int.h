@@ -146,6 +146,7 @@ struct stream {
 struct za_engine {
 	struct za_io *io;
 	struct za_uuid uuid;
+	struct za_progress *progress; /* recovery's, or NULL */
 	unsigned nr_members;
 	struct member *m;
 	uint64_t seq;

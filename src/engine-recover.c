@@ -780,6 +780,8 @@ static int rec_load_wps(struct za_engine *e)
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
 
+		za_progress_set(e->progress, "reading zone reports", mi,
+				e->nr_members);
 		if (!eng_readable(m) || !m->zkind)
 			continue;
 		ret = za_dev_report_all(m->dev, &z, &nr);
@@ -821,7 +823,7 @@ int za_engine_recover_from(
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
 {
 	struct rec_ctx rc = { .e = e };
-	uint64_t *lbas = NULL, min_seq = 0;
+	uint64_t *lbas = NULL, min_seq = 0, todo;
 	unsigned completed = 0;
 	uint32_t maxdb = 0;
 	size_t i, o;
@@ -837,14 +839,23 @@ int za_engine_recover_from(
 	/* Pass 1: every readable member, every zone that holds something,
 	 * claimed when a header (of any column) names the zone. */
 	rec_unclaim(e);
+	for (mi = 0, todo = 0; mi < e->nr_members; mi++)
+		for (z = 0; eng_readable(&e->m[mi]) && z < e->m[mi].nr_zones;
+		     z++)
+			todo += e->m[mi].zkind[z] == Z_UNCLAIMED;
+	za_progress_set(e->progress, "scanning zones", 0, todo);
 	for (mi = 0; mi < e->nr_members && !ret; mi++) {
 		struct member *m = &e->m[mi];
 
 		if (!eng_readable(m))
 			continue;
 		for (z = 0; z < m->nr_zones && !ret; z++)
-			if (m->zkind[z] == Z_UNCLAIMED || m->zkind[z] == Z_USED)
+			if (m->zkind[z] == Z_UNCLAIMED ||
+			    m->zkind[z] == Z_USED) {
 				ret = rec_scan_zone(&rc, mi, z);
+				if (e->progress)
+					e->progress->done++;
+			}
 	}
 	if (ret)
 		goto out;
@@ -892,12 +903,17 @@ int za_engine_recover_from(
 	 * the tables being rebuilt): older stripes are left alone. */
 	if (rc.nr)
 		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
+	za_progress_set(e->progress, "loading the checkpoint", 0, 0);
 	if (start)
 		ret = start(priv, &min_seq);
+	za_progress_set(e->progress, "replaying stripes", 0, rc.nr);
 	for (i = 0; i < rc.nr && !ret; i++) {
 		struct rec_stripe *r = &rc.st[i];
 		struct za_recovered_stripe rs = { 0 };
 		struct za_segment *g = eng_seg_find(e, r->seg_id);
+
+		if (e->progress)
+			e->progress->done = i;
 
 		completed += rec_complete(&rc, r);
 		if (r->seq <= min_seq)
@@ -939,6 +955,7 @@ int za_engine_recover_from(
 			    completed);
 	}
 	rec_drop_vanished(e, &rc);
+	za_progress_set(e->progress, "resetting and finishing zones", 0, 0);
 	/* Zones nobody claims are garbage: reset them for reuse. */
 	for (mi = 0; mi < e->nr_members; mi++) {
 		struct member *m = &e->m[mi];
@@ -993,6 +1010,7 @@ int za_engine_recover_from(
 	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
 		    (unsigned long long)e->seq);
 out:
+	e->progress = NULL; /* the assembly's: not kept past it */
 	rec_free_wps(e);
 	free(lbas);
 	free(rc.st);

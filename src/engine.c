@@ -402,6 +402,7 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 		return -ENOMEM;
 	e->io = io;
 	e->uuid = prm->array_uuid;
+	e->progress = prm->progress;
 	e->seq = prm->next_seq;
 	e->next_seg_id = prm->next_seg_id;
 	e->next_group_id = prm->next_seg_id;

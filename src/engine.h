@@ -29,6 +29,7 @@
 
 #include "dev.h"
 #include "io.h"
+#include "progress.h"
 #include "sb.h"
 #include "stripe.h"
 #include "worker.h"
@@ -75,6 +76,9 @@ struct za_engine_params {
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
+	/* Recovery reports where it is here, then forgets it; NULL: not
+	 * reported. */
+	struct za_progress *progress;
 	/*
 	 * Compute data stripes' parity, checksums and headers on the loop
 	 * itself instead of on the engine's worker thread (the default;
