@@ -140,6 +140,7 @@ struct emu_zone {
 	uint32_t flushed_blk; /* blocks that survive a power cut */
 	uint32_t lru; /* last use, for implicit close (use_clock) */
 	uint8_t cond; /* enum za_zone_cond */
+	uint8_t dirty; /* in e->dirty: may hold unflushed blocks */
 };
 
 static inline uint64_t zwp_rel(const struct emu_zone *z)
@@ -167,6 +168,13 @@ struct emu {
 	uint32_t nr_open, nr_active;
 	uint32_t use_clock;
 	uint64_t dirty_bytes; /* unflushed sequential bytes + undo blocks */
+	/*
+	 * The zones that may hold unflushed blocks (a zone is listed once,
+	 * flagged in emu_zone.dirty): a flush writes back these, not every
+	 * zone - 65,535 zones per drive made each FLUSH a walk of them all.
+	 */
+	uint32_t *dirty;
+	uint32_t nr_dirty, cap_dirty;
 	/* undo membership: open addressing on block offset + 1 (0 = empty) */
 	uint64_t *undo_set;
 	uint64_t undo_set_cap;
@@ -400,11 +408,40 @@ static void undo_clear(struct emu *e)
 
 /* ---- the cache ---- */
 
+/* Zone @i may now hold unflushed blocks. 0 or -ENOMEM. */
+static int dirty_add(struct emu *e, uint32_t i)
+{
+	if (e->zones[i].dirty)
+		return 0;
+	if (e->nr_dirty == e->cap_dirty) {
+		uint32_t cap = e->cap_dirty ? e->cap_dirty * 2 : 64;
+		uint32_t *n = realloc(e->dirty, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		e->dirty = n;
+		e->cap_dirty = cap;
+	}
+	e->dirty[e->nr_dirty++] = i;
+	e->zones[i].dirty = 1;
+	return 0;
+}
+
+static void dirty_clear(struct emu *e)
+{
+	uint32_t j;
+
+	for (j = 0; j < e->nr_dirty; j++)
+		e->zones[e->dirty[j]].dirty = 0;
+	e->nr_dirty = 0;
+}
+
 static void emu_writeback_all(struct emu *e)
 {
-	uint32_t i;
+	uint32_t j;
 
-	for (i = 0; i < e->dev.caps.nr_zones; i++) {
+	for (j = 0; j < e->nr_dirty; j++) {
+		uint32_t i = e->dirty[j];
 		struct emu_zone *z = &e->zones[i];
 
 		if (z->flushed_blk != z->wp_blk) {
@@ -412,6 +449,7 @@ static void emu_writeback_all(struct emu *e)
 			zent_store(e, i);
 		}
 	}
+	dirty_clear(e);
 	undo_clear(e);
 	e->dirty_bytes = 0;
 }
@@ -635,7 +673,8 @@ static int emu_do_write(struct emu *e, struct za_dev_req *req, uint64_t off)
 		return 0;
 	z->wp_blk = (uint32_t)((off + req->len_bytes - zstart) / EMU_BLOCK);
 	emu_touch(e, z);
-	if (e->cache_bytes)
+	/* Without room in the list, written through: durable at once. */
+	if (e->cache_bytes && !dirty_add(e, i))
 		e->dirty_bytes += req->len_bytes;
 	else
 		z->flushed_blk = z->wp_blk;
@@ -913,6 +952,7 @@ static int emu_power_cut(struct za_dev *dev)
 					      ZA_ZONE_COND_EMPTY);
 		zent_store(e, i);
 	}
+	dirty_clear(e);
 	e->dirty_bytes = 0;
 	if (!e->serving)
 		e->busy_until_ns = 0;
@@ -930,6 +970,7 @@ static void emu_close(struct za_dev *dev)
 	if (e->fd >= 0)
 		close(e->fd);
 	free(e->zones);
+	free(e->dirty);
 	free(e->undo_set);
 	free(e);
 }
@@ -1387,6 +1428,8 @@ static int emu_load_zones(struct emu *e)
 		z->cond = ZA_ZONE_COND_NOT_WP;
 		set_cond(e, i, (enum za_zone_cond)cond);
 		e->dirty_bytes += zwp_rel(z) - zflushed_rel(z);
+		if (z->wp_blk != z->flushed_blk && dirty_add(e, i))
+			return -ENOMEM;
 	}
 	if (c->max_active_zones && e->nr_active > c->max_active_zones)
 		EMU_CORRUPT("%s: %u active zones, above the limit of %u", path,
