@@ -2,8 +2,8 @@
 /*
  * make-seeds.c - writes the committed seed corpora, fuzz/corpus/<target>/:
  * small valid inputs made with zarray's own encoders (stripe headers,
- * checkpoints, superblocks, protobuf messages, emulated drive files) or
- * written out
+ * checkpoints, engine tables, superblocks, protobuf messages, emulated
+ * drive files) or written out
  * byte by byte from the protocol (NBD), and near-valid ones that each
  * break one rule, so that the fuzzers and the replay test start next to
  * every check.
@@ -29,6 +29,7 @@
 #include "crc.h"
 #include "dev-emu.h"
 #include "dev.h"
+#include "etab.h"
 #include "fuzz.h"
 #include "io.h"
 #include "journal.h"
@@ -395,6 +396,359 @@ static void seeds_checkpoint(void)
 	seed("checkpoint", "empty", 0, a, trim_zeroes(a, ZA_CKPT_BLOCK_BYTES));
 	n = ckpt_make(a, 6, ZA_CKPT_MAX_SIZE_BLOCKS, 300, 90);
 	seed("checkpoint", "largest-volume", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+}
+
+/* ---- engine tables ---- */
+
+#define ET_BLK ZA_ETAB_BLOCK_BYTES
+
+/* A segment of @width columns in a table whose groups are below
+ * @next_group_id; every fourth column lost, some of them dead. */
+static void etab_seg(struct za_etab_seg *s, uint64_t id, uint8_t width,
+		     uint64_t next_group_id)
+{
+	uint32_t c;
+
+	memset(s, 0, sizeof(*s));
+	s->id = id;
+	s->width = width;
+	s->flags = (uint8_t)(ck_rnd() % 4);
+	s->grp_idx = (uint16_t)(ck_rnd() % 1024);
+	s->next_stripe = (uint32_t)ck_rnd();
+	s->group_id = 1 + ck_rnd() % (next_group_id - 1);
+	for (c = 0; c < width; c++) {
+		struct za_etab_col *col = &s->col[c];
+
+		col->member = (uint16_t)(ck_rnd() % 12);
+		col->hdr_member = col->member;
+		col->zone = (uint32_t)(ck_rnd() % 50000);
+		col->hdr_zone = col->zone;
+		col->upto = c % 3 ? UINT32_MAX : (uint32_t)(ck_rnd() % 1000);
+		if (c % 4 == 3) {
+			col->member = ZA_ETAB_MEMBER_ABSENT;
+			col->zone = 0;
+			if (c % 8 == 7)
+				s->dead_cols |= 1ull << c;
+		}
+	}
+}
+
+/*
+ * Write table @ckpt_id: @groups groups then @segs segments of @width
+ * columns (0: each its own) into @blocks (room for 4 parts). Returns
+ * the number of parts.
+ */
+static uint32_t etab_make(uint8_t *blocks, uint64_t ckpt_id, uint32_t groups,
+			  uint32_t segs, uint8_t width)
+{
+	uint64_t next_group_id = 2 * (uint64_t)groups + 5;
+	struct za_etab_writer w;
+	struct za_etab_seg s;
+	uint32_t i, parts;
+
+	if (za_etab_writer_init(&w, ckpt_id, 1000 + ckpt_id, 1010 + ckpt_id,
+				2 * (uint64_t)segs + 5, next_group_id))
+		die("za_etab_writer_init");
+	for (i = 0; i < groups; i++) {
+		struct za_etab_group g = {
+			.id = 2 * (uint64_t)i + 1,
+			.stream = (uint8_t)(ck_rnd() % 4),
+			.w = (uint16_t)(1 + ck_rnd() % 12),
+			.nr_stripes = (uint32_t)(1 + ck_rnd() % 65536),
+		};
+
+		g.next_pos = ck_rnd() % ((uint64_t)g.w * g.nr_stripes + 1);
+		if (za_etab_writer_add_group(&w, &g))
+			die("za_etab_writer_add_group");
+	}
+	for (i = 0; i < segs; i++) {
+		etab_seg(&s, 2 * (uint64_t)i + 1,
+			 width ? width : (uint8_t)(1 + ck_rnd() % 64),
+			 next_group_id);
+		if (za_etab_writer_add_seg(&w, &s))
+			die("za_etab_writer_add_seg");
+	}
+	if (za_etab_writer_finish(&w) || w.nr_parts > 4)
+		die("za_etab_writer_finish");
+	memcpy(blocks, w.blocks, (size_t)w.nr_parts * ET_BLK);
+	parts = w.nr_parts;
+	free(w.blocks);
+	return parts;
+}
+
+/*
+ * The table the broken seeds break, one part: groups 3 and 5, segments 2
+ * (width 3) and 7 (width 2), counters at 10. Group 3 at 96, group 5 at
+ * 120, segment 2 at 144 (columns at 184), segment 7 at 232 (columns at
+ * 272), used_bytes 208. (tests/unit/test-etab.c has the same.)
+ */
+static void etab_fixture(uint8_t *blk)
+{
+	struct za_etab_group g[2] = {
+		{ .id = 3,
+		  .next_pos = 50,
+		  .nr_stripes = 100,
+		  .w = 4,
+		  .stream = 1 },
+		{ .id = 5,
+		  .next_pos = 20,
+		  .nr_stripes = 10,
+		  .w = 2,
+		  .stream = 2 },
+	};
+	struct za_etab_seg *s = calloc(2, sizeof(*s));
+	struct za_etab_writer w;
+	uint32_t c;
+
+	if (!s)
+		die("etab_fixture");
+	s[0].id = 2;
+	s[0].group_id = 3;
+	s[0].dead_cols = 0x2;
+	s[0].next_stripe = 7;
+	s[0].grp_idx = 1;
+	s[0].width = 3;
+	s[0].flags = ZA_ETAB_SEG_SEALED;
+	s[1].id = 7;
+	s[1].group_id = 5;
+	s[1].next_stripe = 9;
+	s[1].width = 2;
+	for (c = 0; c < 3; c++)
+		s[0].col[c] = (struct za_etab_col){ .member = (uint16_t)c,
+						    .hdr_member = (uint16_t)c,
+						    .zone = 11 + c,
+						    .hdr_zone = 11 + c,
+						    .upto = 5 };
+	for (c = 0; c < 2; c++)
+		s[1].col[c] = (struct za_etab_col){ .member = (uint16_t)(4 + c),
+						    .hdr_member = (uint16_t)c,
+						    .zone = 21 + c,
+						    .hdr_zone = 31 + c,
+						    .upto = UINT32_MAX };
+	if (za_etab_writer_init(&w, 4, 100, 110, 10, 10) ||
+	    za_etab_writer_add_group(&w, &g[0]) ||
+	    za_etab_writer_add_group(&w, &g[1]) ||
+	    za_etab_writer_add_seg(&w, &s[0]) ||
+	    za_etab_writer_add_seg(&w, &s[1]) || za_etab_writer_finish(&w) ||
+	    w.nr_parts != 1)
+		die("etab_fixture: writer");
+	memcpy(blk, w.blocks, ET_BLK);
+	free(w.blocks);
+	free(s);
+}
+
+static void etab_put(uint8_t *p, unsigned len, uint64_t val)
+{
+	if (len == 8)
+		za_put_le64(p, val);
+	else if (len == 4)
+		za_put_le32(p, (uint32_t)val);
+	else if (len == 2)
+		za_put_le16(p, (uint16_t)val);
+	else
+		*p = (uint8_t)val;
+}
+
+/* Decode part @i of @blocks into @p, or die. */
+static void etab_get(const uint8_t *blocks, uint32_t i, struct za_etab_part *p)
+{
+	if (za_etab_block_decode(blocks + (size_t)i * ET_BLK, ET_BLK, p))
+		die("etab_get");
+}
+
+static void etab_encode(uint8_t *blocks, uint32_t i,
+			const struct za_etab_part *p)
+{
+	if (za_etab_block_encode(p, blocks + (size_t)i * ET_BLK))
+		die("etab_encode");
+}
+
+static void seeds_etab(void)
+{
+	static uint8_t a[4 * ET_BLK], b[4 * ET_BLK];
+	/* One field each, of the one-part table (mode 1: CRC fixed). */
+	static const struct {
+		const char *name;
+		unsigned off, len;
+		uint64_t val;
+	} breaks[] = {
+		{ "bad-version", 8, 4, 2 },
+		{ "ckpt-id-zero", 16, 8, 0 },
+		{ "next-seq-at-seq", 32, 8, 100 },
+		{ "next-seg-id-zero", 40, 8, 0 },
+		{ "next-seg-id-at-an-id", 40, 8, 7 },
+		{ "next-group-id-zero", 48, 8, 0 },
+		{ "next-group-id-at-an-id", 48, 8, 5 },
+		{ "nr-groups-off", 56, 8, 3 },
+		{ "nr-segs-off", 64, 8, 1 },
+		{ "part-past-count", 72, 4, 1 },
+		{ "nr-parts-zero", 76, 4, 0 },
+		{ "nr-parts-past-records", 76, 4, 5 },
+		{ "nr-recs-off", 80, 4, 3 },
+		{ "used-bytes-cuts", 84, 4, 207 },
+		{ "used-bytes-past", 84, 4, 209 },
+		{ "used-bytes-past-payload", 84, 4, 4001 },
+		{ "reserved-88", 88, 1, 1 },
+		{ "reserved-95", 95, 1, 1 },
+		{ "group-kind-zero", 96, 1, 0 },
+		{ "group-kind-three", 96, 1, 3 },
+		{ "stream-four", 97, 1, 4 },
+		{ "w-zero", 98, 2, 0 },
+		{ "w-1025", 98, 2, 1025 },
+		{ "nr-stripes-zero", 100, 4, 0 },
+		{ "group-id-zero", 104, 8, 0 },
+		{ "group-ids-equal", 128, 8, 3 },
+		{ "next-pos-past", 112, 8, 401 },
+		{ "seg-kind-zero", 144, 1, 0 },
+		{ "width-zero", 145, 1, 0 },
+		{ "width-65", 145, 1, 65 },
+		{ "width-past-used", 233, 1, 3 },
+		{ "flags-bad", 146, 1, 0x04 },
+		{ "seg-reserved-3", 147, 1, 1 },
+		{ "grp-idx-1024", 148, 2, 1024 },
+		{ "seg-reserved-6", 150, 2, 1 },
+		{ "seg-reserved-12", 156, 4, 1 },
+		{ "seg-id-zero", 160, 8, 0 },
+		{ "seg-ids-equal", 248, 8, 2 },
+		{ "seg-group-id-zero", 168, 8, 0 },
+		{ "seg-group-id-past", 168, 8, 10 },
+		{ "dead-col-past-width", 176, 8, 0x8 },
+		{ "absent-member-zone", 184, 2, ZA_ETAB_MEMBER_ABSENT },
+		{ "absent-hdr-member-zone", 290, 2, ZA_ETAB_MEMBER_ABSENT },
+		{ "tail-nonzero", 304, 1, 1 },
+	};
+	struct za_etab_part *p = malloc(sizeof(*p)), *q = malloc(sizeof(*q));
+	uint8_t g[ZA_ETAB_GROUP_BYTES], s[ZA_ETAB_SEG_BYTES + 3 * 16];
+	uint32_t n, i;
+
+	if (!p || !q)
+		die("seeds_etab");
+	etab_fixture(a);
+	seed("etab", "one-part", 0, a, trim_zeroes(a, ET_BLK));
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, a, ET_BLK);
+		etab_put(b + breaks[i].off, breaks[i].len, breaks[i].val);
+		seed("etab", breaks[i].name, 1, b, ET_BLK);
+	}
+	/* A group after a segment, within the part. */
+	memcpy(g, a + 120, sizeof(g));
+	memcpy(s, a + 144, sizeof(s));
+	memcpy(b, a, ZA_ETAB_HDR_BYTES);
+	memset(b + ZA_ETAB_HDR_BYTES, 0, ZA_ETAB_PAYLOAD_BYTES);
+	za_put_le64(b + 56, 1);
+	za_put_le64(b + 64, 1);
+	za_put_le32(b + 80, 2);
+	za_put_le32(b + 84, sizeof(g) + sizeof(s));
+	memcpy(b + 96, s, sizeof(s));
+	memcpy(b + 96 + sizeof(s), g, sizeof(g));
+	seed("etab", "group-after-seg", 1, b, ET_BLK);
+	memcpy(b, a, ET_BLK);
+	b[200] ^= 1;
+	seed("etab", "bad-crc", 0, b, ET_BLK);
+	b[0] = 'X';
+	seed("etab", "bad-magic", 0, b, ET_BLK);
+	seed("etab", "short", 4, a, 100);
+
+	/* 166 groups; 134 groups and 3 segments; 17 segments. */
+	n = etab_make(a, 2, 300, 20, 12);
+	if (n != 3)
+		die("etab: three parts");
+	seed("etab", "three-parts", 0, a, n * ET_BLK);
+	/* Torn: the middle part never made it. */
+	memcpy(b, a, ET_BLK);
+	memcpy(b + ET_BLK, a + 2 * ET_BLK, ET_BLK);
+	seed("etab", "torn", 0, b, 2 * ET_BLK);
+	/* Out of order. */
+	memcpy(b, a + ET_BLK, ET_BLK);
+	memcpy(b + ET_BLK, a, ET_BLK);
+	memcpy(b + 2 * ET_BLK, a + 2 * ET_BLK, ET_BLK);
+	seed("etab", "out-of-order", 2, b, 3 * ET_BLK);
+	/* Part 0 of one table, parts 1 and 2 of the next. */
+	etab_make(b, 3, 300, 20, 12);
+	memcpy(b, a, ET_BLK);
+	seed("etab", "mixed-ids", 2, b, 3 * ET_BLK);
+	/* Every part says one group more than there are (mode 1). */
+	memcpy(b, a, 3 * ET_BLK);
+	for (i = 0; i < 3; i++)
+		za_put_le64(b + i * ET_BLK + 56, 301);
+	seed("etab", "totals-off", 1, b, 3 * ET_BLK);
+	/* Part 0's last group moved to part 1, where it fits: the cut is
+	 * not the canonical one (each part valid alone). */
+	memcpy(b, a, 3 * ET_BLK);
+	etab_get(b, 0, p);
+	etab_get(b, 1, q);
+	memmove(&q->groups[1], &q->groups[0],
+		q->nr_groups * sizeof(q->groups[0]));
+	q->groups[0] = p->groups[--p->nr_groups];
+	q->nr_groups++;
+	p->h.nr_recs--;
+	p->h.used_bytes -= ZA_ETAB_GROUP_BYTES;
+	q->h.nr_recs++;
+	q->h.used_bytes += ZA_ETAB_GROUP_BYTES;
+	etab_encode(b, 0, p);
+	etab_encode(b, 1, q);
+	seed("etab", "cut-early", 0, b, 3 * ET_BLK);
+	/* Group ids going backwards across parts 0 and 1. */
+	memcpy(b, a, 3 * ET_BLK);
+	etab_get(b, 0, p);
+	etab_get(b, 1, q);
+	q->groups[0].id = p->groups[p->nr_groups - 1].id;
+	etab_encode(b, 1, q);
+	seed("etab", "ids-backwards", 0, b, 3 * ET_BLK);
+
+	/* Four segments filling part 0 to its last byte, then a group. */
+	memset(p, 0, sizeof(*p));
+	p->h = (struct za_etab_hdr){ .ckpt_id = 1,
+				     .seq = 1,
+				     .next_seq = 2,
+				     .next_seg_id = 10,
+				     .next_group_id = 10,
+				     .nr_groups = 1,
+				     .nr_segs = 4,
+				     .nr_parts = 2,
+				     .nr_recs = 4,
+				     .used_bytes = ZA_ETAB_PAYLOAD_BYTES };
+	p->nr_segs = 4;
+	for (i = 0; i < 4; i++)
+		etab_seg(&p->segs[i], 1 + i, i < 3 ? 64 : 48, 10);
+	etab_encode(b, 0, p);
+	p->h.part = 1;
+	p->h.nr_recs = 1;
+	p->h.used_bytes = ZA_ETAB_GROUP_BYTES;
+	p->nr_segs = 0;
+	p->nr_groups = 1;
+	p->groups[0] =
+		(struct za_etab_group){ .id = 1, .nr_stripes = 1, .w = 1 };
+	etab_encode(b, 1, p);
+	seed("etab", "group-after-segs", 0, b,
+	     ET_BLK + trim_zeroes(b + ET_BLK, ET_BLK));
+	/* The same part 0 and a segment: valid, cut at the last byte. */
+	p->nr_groups = 0;
+	p->nr_segs = 1;
+	p->h.nr_groups = 0;
+	p->h.nr_segs = 5;
+	p->h.used_bytes = ZA_ETAB_SEG_BYTES + ZA_ETAB_COL_BYTES;
+	etab_seg(&p->segs[0], 5, 1, 10);
+	etab_encode(b, 1, p);
+	etab_get(b, 0, q);
+	q->h.nr_groups = 0;
+	q->h.nr_segs = 5;
+	etab_encode(b, 0, q);
+	seed("etab", "exact-fit", 0, b,
+	     ET_BLK + trim_zeroes(b + ET_BLK, ET_BLK));
+
+	n = etab_make(a, 5, 0, 0, 0);
+	seed("etab", "empty", 0, a, trim_zeroes(a, ET_BLK));
+	n = etab_make(a, 6, 160, 0, 0);
+	seed("etab", "groups-only", 0, a, n * ET_BLK);
+	n = etab_make(a, 7, 4, 9, 64);
+	seed("etab", "width-64", 0, a, n * ET_BLK);
+	n = etab_make(a, 8, 2, 100, 1);
+	seed("etab", "width-1", 0, a, n * ET_BLK);
+	n = etab_make(a, 9, 10, 12, 0);
+	seed("etab", "widths-mixed", 0, a, n * ET_BLK);
+	free(p);
+	free(q);
 }
 
 /* ---- superblocks ---- */
@@ -1383,6 +1737,7 @@ int main(int argc, char **argv)
 		die(top);
 	seeds_stripe();
 	seeds_checkpoint();
+	seeds_etab();
 	seeds_journal();
 	seeds_sb();
 	seeds_sb_assemble();

@@ -36,7 +36,7 @@
 #define ZA_ETAB_MAX_WIDTH 64u /* ZA_EC_MAX_WIDTH */
 /* What one part can hold at most, of each kind. */
 #define ZA_ETAB_MAX_GROUPS (ZA_ETAB_PAYLOAD_BYTES / ZA_ETAB_GROUP_BYTES)
-#define ZA_ETAB_MAX_SEGS                                                       \
+#define ZA_ETAB_MAX_SEGS \
 	(ZA_ETAB_PAYLOAD_BYTES / (ZA_ETAB_SEG_BYTES + ZA_ETAB_COL_BYTES))
 
 /* Record kinds (byte 0 of a record). */
@@ -99,13 +99,25 @@ struct za_etab_part {
 };
 
 /*
+ * Encode one part: @p's header and records into @blk (ZA_ETAB_BLOCK_BYTES),
+ * CRC included. Returns 0, or -EINVAL for a part the decoder would refuse
+ * by itself (then @blk is undefined). The writer is the way to write a
+ * table; this is for re-encoding a decoded part (canonical: the same
+ * bytes) and for tests that build parts by hand.
+ */
+int za_etab_block_encode(const struct za_etab_part *p, uint8_t *blk);
+
+/*
  * Decode and check one part of @len bytes into @out: magic (-ENOENT when
  * absent: not an engine table block), version (-EPROTONOSUPPORT), length,
  * CRC, every header field against its range, every record (kind, ranges,
  * width, flags, an absent column with zone 0, dead columns within the
  * width, ids increasing within the part, groups before segments, records
- * filling exactly used_bytes), reserved bytes and the unused tail zero
- * (all -EBADMSG). @out is undefined on error.
+ * filling exactly used_bytes), what the header's totals imply for one
+ * part (no more records than the totals; all of them in a table of one
+ * part; no empty part in a table of several), reserved bytes and the
+ * unused tail zero (all -EBADMSG). Never reads past @len. @out is
+ * undefined on error.
  */
 int za_etab_block_decode(const uint8_t *blk, size_t len,
 			 struct za_etab_part *out);
@@ -113,14 +125,18 @@ int za_etab_block_decode(const uint8_t *blk, size_t len,
 /*
  * Assembling a whole table from decoded parts, fed in order 0..n-1: each
  * must carry part 0's checkpoint id, sequence number, counters, totals
- * and part count, and ids must go on increasing across parts (groups,
- * then segments). za_etab_reader_done() says whether everything came.
+ * and part count, ids must go on increasing across parts (groups, then
+ * segments), and each part must have been cut canonically (the previous
+ * one closed only because this one's first record did not fit in it).
+ * za_etab_reader_done() says whether everything came and the records
+ * counted are the totals.
  */
 struct za_etab_reader {
 	struct za_etab_hdr first; /* part 0's header */
 	uint32_t next_part;
 	uint64_t groups, segs; /* records seen */
 	uint64_t last_group, last_seg; /* ids seen last */
+	uint32_t last_used; /* the previous part's used_bytes: where it was cut */
 };
 
 void za_etab_reader_init(struct za_etab_reader *r);
@@ -136,7 +152,7 @@ int za_etab_reader_done(const struct za_etab_reader *r);
  * CRCs. The caller frees @blocks (also after an error).
  */
 struct za_etab_writer {
-	struct za_etab_hdr h; /* ids, seq and counters: from init */
+	struct za_etab_hdr h; /* ids, seq and counters from init; totals */
 	uint8_t *blocks; /* nr_parts x ZA_ETAB_BLOCK_BYTES once finished */
 	uint32_t nr_parts;
 	/* private */
@@ -155,8 +171,12 @@ int za_etab_writer_add_group(struct za_etab_writer *w,
 			     const struct za_etab_group *g);
 int za_etab_writer_add_seg(struct za_etab_writer *w,
 			   const struct za_etab_seg *s);
-/* Number the parts and encode them: 0, or the first error. An empty table
- * is one part with no records. */
+/*
+ * Number the parts and encode their headers and CRCs, then decode and
+ * assemble them as a reader would: 0, or the first error (-EINVAL also
+ * when that check fails), -ENOMEM. An empty table is one part with no
+ * records.
+ */
 int za_etab_writer_finish(struct za_etab_writer *w);
 
 #endif /* ZA_ETAB_H */
