@@ -296,6 +296,9 @@ static uint64_t ck_rnd(void)
  * @unmaps unmap records in a volume of @size blocks, into @blocks (room
  * for 4 parts). Returns the number of parts.
  */
+/* Engine table parts the next ckpt_make() announces (version 2). */
+static uint32_t ck_table_parts;
+
 static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 			  uint64_t extents, uint64_t unmaps)
 {
@@ -307,6 +310,7 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 	if (za_ckpt_writer_init(w, id, 1000 + id, size, extents, unmaps,
 				blocks))
 		die("za_ckpt_writer_init");
+	w->h.nr_table_parts = ck_table_parts;
 	for (i = 0; i < extents + unmaps; i++) {
 		struct za_ckpt_rec r = { 0 };
 
@@ -337,12 +341,13 @@ static void seeds_checkpoint(void)
 {
 	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
 	static uint8_t two[2 * ZA_CKPT_BLOCK_BYTES];
+	uint64_t rng_saved;
 	static const struct {
 		const char *name;
 		unsigned off;
 		uint8_t val;
 	} breaks[] = {
-		{ "bad-version", 8, 2 },
+		{ "bad-version", 8, 3 },
 		{ "id-zero", 16, 0 },
 		{ "size-zero", 33, 0 },
 		{ "part-past-count", 56, 5 },
@@ -396,6 +401,23 @@ static void seeds_checkpoint(void)
 	seed("checkpoint", "empty", 0, a, trim_zeroes(a, ZA_CKPT_BLOCK_BYTES));
 	n = ckpt_make(a, 6, ZA_CKPT_MAX_SIZE_BLOCKS, 300, 90);
 	seed("checkpoint", "largest-volume", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	/* Version 2: engine table parts announced at byte 68. Made on the
+	 * side of the random sequence, so that the seeds after these stay
+	 * as they were. */
+	rng_saved = ck_rng;
+	ck_table_parts = 3;
+	n = ckpt_make(a, 7, 1u << 20, 150, 20);
+	ck_table_parts = 0;
+	ck_rng = rng_saved;
+	seed("checkpoint", "with-table", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+	za_put_le32(b + 68, 0);
+	seed("checkpoint", "v2-without-table", 1, b, ZA_CKPT_BLOCK_BYTES);
+	za_put_le32(b + 68, ZA_CKPT_MAX_TABLE_PARTS + 1);
+	seed("checkpoint", "table-parts-too-many", 1, b, ZA_CKPT_BLOCK_BYTES);
+	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+	za_put_le32(b + 8, 1);
+	seed("checkpoint", "v1-with-table", 1, b, ZA_CKPT_BLOCK_BYTES);
 }
 
 /* ---- engine tables ---- */

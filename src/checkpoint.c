@@ -20,9 +20,17 @@
 #include "crc.h"
 
 #define CKPT_MAGIC "ZACHKPNT"
-#define CKPT_VERSION 1u
+/*
+ * Version 2 adds nr_table_parts at 68, and is written only by checkpoints
+ * with an engine table (nr_table_parts >= 1); those without one are still
+ * written and read as version 1 (reserved zero there), so each has one
+ * encoding.
+ */
+#define CKPT_VERSION 2u
 #define CKPT_CRC_OFF 12u
-#define CKPT_RESERVED_OFF 68u
+#define CKPT_TABLE_OFF 68u
+#define CKPT_RESERVED_OFF 72u
+#define CKPT_V1_RESERVED_OFF 68u
 
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
 {
@@ -62,7 +70,8 @@ static int hdr_check(const struct za_ckpt_hdr *h)
 		return -EBADMSG;
 	parts = za_ckpt_nr_parts(h->nr_extents, h->nr_unmaps);
 	if (!parts || h->nr_parts != parts || h->part >= parts ||
-	    h->nr_recs != recs_in_part(h, h->part))
+	    h->nr_recs != recs_in_part(h, h->part) ||
+	    h->nr_table_parts > ZA_CKPT_MAX_TABLE_PARTS)
 		return -EBADMSG;
 	return 0;
 }
@@ -119,7 +128,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 		return -EINVAL;
 	memset(blk, 0, ZA_CKPT_BLOCK_BYTES);
 	memcpy(blk, CKPT_MAGIC, 8);
-	za_put_le32(blk + 8, CKPT_VERSION);
+	za_put_le32(blk + 8, h->nr_table_parts ? CKPT_VERSION : 1);
 	za_put_le64(blk + 16, h->id);
 	za_put_le64(blk + 24, h->seq);
 	za_put_le64(blk + 32, h->size_blocks);
@@ -128,6 +137,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	za_put_le32(blk + 56, h->part);
 	za_put_le32(blk + 60, h->nr_parts);
 	za_put_le32(blk + 64, h->nr_recs);
+	za_put_le32(blk + CKPT_TABLE_OFF, h->nr_table_parts);
 	for (i = 0; i < h->nr_recs; i++) {
 		uint8_t *p = blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
 
@@ -154,18 +164,19 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 {
 	struct za_ckpt_rec rr[ZA_CKPT_RECS_PER_BLOCK];
 	struct za_ckpt_hdr hh;
-	uint32_t i;
+	uint32_t i, version, resv;
 
 	if (len < 8 || memcmp(blk, CKPT_MAGIC, 8))
 		return -ENOENT;
 	if (len < 12)
 		return -EBADMSG;
-	if (za_get_le32(blk + 8) != CKPT_VERSION)
+	version = za_get_le32(blk + 8);
+	if (version != CKPT_VERSION && version != 1)
 		return -EPROTONOSUPPORT;
+	resv = version == 1 ? CKPT_V1_RESERVED_OFF : CKPT_RESERVED_OFF;
 	if (len < ZA_CKPT_BLOCK_BYTES ||
 	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
-	    !all_zero(blk + CKPT_RESERVED_OFF,
-		      ZA_CKPT_HDR_BYTES - CKPT_RESERVED_OFF))
+	    !all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
 		return -EBADMSG;
 	hh.id = za_get_le64(blk + 16);
 	hh.seq = za_get_le64(blk + 24);
@@ -175,7 +186,9 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	hh.part = za_get_le32(blk + 56);
 	hh.nr_parts = za_get_le32(blk + 60);
 	hh.nr_recs = za_get_le32(blk + 64);
-	if (hdr_check(&hh))
+	hh.nr_table_parts = version == 1 ? 0 :
+					   za_get_le32(blk + CKPT_TABLE_OFF);
+	if (hdr_check(&hh) || (version != 1 && !hh.nr_table_parts))
 		return -EBADMSG;
 	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++) {
 		const uint8_t *p =
@@ -219,7 +232,8 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 	else if (h->id != f->id || h->seq != f->seq ||
 		 h->size_blocks != f->size_blocks ||
 		 h->nr_extents != f->nr_extents ||
-		 h->nr_unmaps != f->nr_unmaps || h->nr_parts != f->nr_parts)
+		 h->nr_unmaps != f->nr_unmaps || h->nr_parts != f->nr_parts ||
+		 h->nr_table_parts != f->nr_table_parts)
 		return -EBADMSG;
 	for (i = 0; i < h->nr_recs; i++) {
 		if (recs[i].type == ZA_CKPT_REC_UNMAP) {

@@ -50,7 +50,15 @@ struct za_ckpt_hdr {
 	uint64_t nr_extents, nr_unmaps; /* records in all parts */
 	uint32_t part, nr_parts; /* this part, 0-based, of nr_parts */
 	uint32_t nr_recs; /* records in this part */
+	/*
+	 * Engine table parts (etab.h) written with this checkpoint, after
+	 * its own parts; version 2 on. Set it in a writer's h after
+	 * za_ckpt_writer_init(), before the first record.
+	 */
+	uint32_t nr_table_parts;
 };
+/* Table parts a checkpoint may announce. */
+#define ZA_CKPT_MAX_TABLE_PARTS (1u << 24)
 
 /* Parts a checkpoint with these totals takes (>= 1); 0 if too many. */
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps);
@@ -64,7 +72,8 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 			 const struct za_ckpt_rec *recs, uint8_t *blk);
 /*
  * Decode and check one part of @len bytes: magic (-ENOENT when absent:
- * not a checkpoint block), version (-EPROTONOSUPPORT), length, CRC, every
+ * not a checkpoint block), version (1 or 2, else -EPROTONOSUPPORT; a
+ * version 1 part announces no table parts), length, CRC, every
  * header field and record against its range, record order within the
  * part, reserved bytes zero (all -EBADMSG). @recs has room for
  * ZA_CKPT_RECS_PER_BLOCK. Nothing is written to @h or @recs on error.

@@ -611,4 +611,35 @@ struct za_engine_stats {
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 
+/*
+ * The engine table (engine-table.c; docs/format.md, "Engine table
+ * block"): the engine's groups, segments and counters, as of sequence
+ * number @seq, encoded into *@nr_parts parts of ZA_ETAB_BLOCK_BYTES in
+ * *@blocks (malloc'd; the caller frees it) for the checkpoint @ckpt_id.
+ * Call at a quiet point (nothing in flight). Loop thread, synchronous.
+ * Returns 0, -ENOMEM or -EINVAL (a state the format cannot say).
+ */
+int za_engine_table_encode(const struct za_engine *e, uint64_t ckpt_id,
+			   uint64_t seq, uint8_t **blocks, uint32_t *nr_parts);
+
+/* What za_engine_table_check() found. */
+struct za_engine_table_stats {
+	uint64_t segments; /* in the table */
+	uint64_t matched; /* found on the drives as the table says */
+	uint64_t released; /* in the table, not on the drives: since gone */
+	uint64_t added; /* on the drives, newer than the table */
+	uint64_t mismatches; /* what may not differ did (each logged) */
+};
+
+/*
+ * At recovery, between the scan of the drives and the replay (the
+ * owner's start callback of za_engine_recover_from()): compare the table
+ * in @blocks (@nr_parts parts, as read from the drives: untrusted) with
+ * what the scan found. Returns 0 (then @out says how they compare),
+ * -EBADMSG (the table does not decode or names what the array does not
+ * have) or -ENOMEM.
+ */
+int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
+			  uint32_t nr_parts, struct za_engine_table_stats *out);
+
 #endif /* ZA_ENGINE_H */

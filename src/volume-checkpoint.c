@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "crash.h"
+#include "etab.h"
 #include "journal.h"
 #include "log.h"
 #include "map.h"
@@ -259,7 +260,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	struct za_ckpt_writer *w;
 	uint64_t extents, unmaps = 0, seq;
 	struct live *l;
-	uint32_t parts;
+	uint8_t *tblocks = NULL;
+	uint32_t parts, tparts = 0;
 	unsigned i, j;
 	int ret;
 
@@ -289,15 +291,33 @@ static int ckpt_snapshot(struct za_volume *v)
 	parts = za_ckpt_nr_parts(extents, unmaps);
 	if (!parts)
 		return -EOVERFLOW;
+	/* The engine's table goes with it, after the map's parts. */
+	ret = za_engine_table_encode(v->eng, c->next_id, seq, &tblocks,
+				     &tparts);
+	if (ret) {
+		za_log_err("volume: checkpoint of sequence %llu: the engine "
+			   "table does not encode (%s)",
+			   (unsigned long long)seq, strerror(-ret));
+		return ret;
+	}
+	if (tparts > ZA_CKPT_MAX_TABLE_PARTS) {
+		free(tblocks);
+		return -EOVERFLOW;
+	}
 	w = malloc(sizeof(*w));
-	c->blocks = malloc((size_t)parts * ZA_CKPT_BLOCK_BYTES);
-	c->part_group = calloc(parts, sizeof(*c->part_group));
+	c->blocks = malloc(((size_t)parts + tparts) * ZA_CKPT_BLOCK_BYTES);
+	c->part_group = calloc((size_t)parts + tparts, sizeof(*c->part_group));
 	if (!w || !c->blocks || !c->part_group) {
 		free(w);
+		free(tblocks);
 		return -ENOMEM;
 	}
+	memcpy(c->blocks + (size_t)parts * ZA_CKPT_BLOCK_BYTES, tblocks,
+	       (size_t)tparts * ZA_ETAB_BLOCK_BYTES);
+	free(tblocks);
 	ret = za_ckpt_writer_init(w, c->next_id, seq, v->size_blocks, extents,
 				  unmaps, c->blocks);
+	w->h.nr_table_parts = tparts;
 	if (!ret)
 		ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_add_extent,
 				  w);
@@ -327,7 +347,7 @@ static int ckpt_snapshot(struct za_volume *v)
 	c->id = c->next_id++;
 	c->seq = seq;
 	c->snap_gen = c->gen;
-	c->nr_parts = parts;
+	c->nr_parts = parts + tparts;
 	c->next_part = c->done_parts = 0;
 	c->inflight = 0;
 	c->error = 0;
@@ -484,8 +504,12 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
  */
 struct ck_cand {
 	uint64_t id, seq;
-	uint32_t nr_parts, found;
+	uint32_t nr_parts, found; /* nr_parts 0: no map part seen yet */
 	uint64_t *group, *pos; /* per part; pos UINT64_MAX: not found */
+	/* The engine table's parts (etab.h), which follow the map's. */
+	uint32_t nr_table, tfound;
+	uint64_t *tgroup, *tpos;
+	bool has_table; /* nr_table known (from either kind of part) */
 	bool failed;
 };
 
@@ -557,19 +581,27 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
 {
 	struct ckpt *ck = &v->ck;
-	uint32_t i;
+	uint64_t *all;
+	uint32_t i, n = c->nr_parts + c->nr_table;
 
-	for (i = 0; i < c->nr_parts; i++) {
-		struct live *l = vol_live_get(v, c->group[i], true);
+	all = malloc(((size_t)n + 1) * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct live *l;
 
-		if (!l)
+		all[i] = i < c->nr_parts ? c->group[i] :
+					   c->tgroup[i - c->nr_parts];
+		l = vol_live_get(v, all[i], true);
+		if (!l) {
+			free(all);
 			return -ENOMEM;
+		}
 		vol_live_add(v, l, 1);
 	}
 	free(ck->live_groups);
-	ck->live_groups = c->group;
-	c->group = NULL;
-	ck->live_nr = c->nr_parts;
+	ck->live_groups = all;
+	ck->live_nr = n;
 	ck->live_id = c->id;
 	ck->live_seq = c->seq;
 	return 0;
@@ -582,6 +614,112 @@ static int cmp_desc(const void *a, const void *b)
 	return x > y ? -1 : x < y;
 }
 
+/* The candidate with checkpoint id @id, made if new; NULL on -ENOMEM. */
+static struct ck_cand *cand_get(struct ck_cand **cands, unsigned *nc,
+				uint64_t id, uint64_t seq)
+{
+	struct ck_cand *nca;
+	unsigned j;
+
+	for (j = 0; j < *nc; j++)
+		if ((*cands)[j].id == id)
+			return &(*cands)[j];
+	nca = realloc(*cands, (*nc + 1) * sizeof(**cands));
+	if (!nca)
+		return NULL;
+	*cands = nca;
+	memset(&nca[*nc], 0, sizeof(nca[*nc]));
+	nca[*nc].id = id;
+	nca[*nc].seq = seq;
+	return &nca[(*nc)++];
+}
+
+/* Room for @n places found, all "not found" yet. */
+static int places_new(uint64_t **group, uint64_t **pos, uint32_t n)
+{
+	uint32_t j;
+
+	*group = malloc(((size_t)n + 1) * sizeof(uint64_t));
+	*pos = malloc(((size_t)n + 1) * sizeof(uint64_t));
+	if (!*group || !*pos)
+		return -ENOMEM;
+	for (j = 0; j < n; j++)
+		(*pos)[j] = UINT64_MAX;
+	return 0;
+}
+
+/* The table's part count, told by a map part or a table part: every
+ * part must say the same. */
+static int cand_table(struct ck_cand *c, uint32_t nr_table)
+{
+	if (c->has_table) {
+		if (c->nr_table != nr_table)
+			c->failed = true;
+		return 0;
+	}
+	c->has_table = true;
+	c->nr_table = nr_table;
+	return places_new(&c->tgroup, &c->tpos, nr_table);
+}
+
+static bool cand_whole(const struct ck_cand *c)
+{
+	return c->nr_parts && c->found == c->nr_parts && c->has_table &&
+	       c->tfound == c->nr_table;
+}
+
+/*
+ * Read the engine table's parts of @c and compare it with what the scan
+ * found (engine-table.c). Only reported: recovery does not rest on the
+ * table yet (docs/design.md 9.6).
+ */
+static int ckpt_table_check(struct rec_vol *rv, const struct ck_cand *c)
+{
+	struct za_volume *v = rv->v;
+	struct za_engine_table_stats ts;
+	uint8_t *blocks;
+	uint32_t i;
+	int ret = 0;
+
+	if (!c->nr_table)
+		return 0;
+	blocks = malloc((size_t)c->nr_table * ZA_ETAB_BLOCK_BYTES);
+	if (!blocks)
+		return -ENOMEM;
+	for (i = 0; i < c->nr_table && !ret; i++)
+		ret = za_engine_read_sync(
+			v->eng, c->tgroup[i], c->tpos[i], 1,
+			blocks + (size_t)i * ZA_ETAB_BLOCK_BYTES, NULL);
+	if (!ret)
+		ret = za_engine_table_check(v->eng, blocks, c->nr_table, &ts);
+	free(blocks);
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret) {
+		za_log_warn("recovery: the engine table of checkpoint %llu is "
+			    "not usable: %s",
+			    (unsigned long long)c->id, strerror(-ret));
+		v->st.etab_mismatches++;
+		return 0;
+	}
+	v->st.etab_segments = ts.segments;
+	v->st.etab_mismatches += ts.mismatches;
+	if (ts.mismatches)
+		za_log_warn("recovery: engine table of checkpoint %llu: %llu "
+			    "segments, %llu mismatches with the drives",
+			    (unsigned long long)c->id,
+			    (unsigned long long)ts.segments,
+			    (unsigned long long)ts.mismatches);
+	za_log_info("recovery: engine table of checkpoint %llu: %llu segments, "
+		    "%llu as the drives say, %llu released and %llu added "
+		    "since",
+		    (unsigned long long)c->id, (unsigned long long)ts.segments,
+		    (unsigned long long)ts.matched,
+		    (unsigned long long)ts.released,
+		    (unsigned long long)ts.added);
+	return 0;
+}
+
 static int rec_start(void *priv, uint64_t *min_seq)
 {
 	struct rec_vol *rv = priv;
@@ -589,16 +727,18 @@ static int rec_start(void *priv, uint64_t *min_seq)
 	struct za_ckpt_rec *recs = NULL;
 	struct ck_cand *cands = NULL, *got = NULL;
 	struct za_group_info *gi = NULL;
+	struct za_etab_part *tp = NULL;
 	uint64_t *ids = NULL, max_id = 0, blocks = 0, pos;
 	unsigned n, i, nr = 0, nc = 0, j;
 	struct za_ckpt_hdr h;
-	int ret = 0;
+	int ret = 0, r;
 
 	n = za_engine_groups(v->eng, NULL, 0);
 	ids = malloc((n + 1) * sizeof(*ids));
 	gi = malloc(sizeof(*gi));
 	recs = malloc(ZA_CKPT_RECS_PER_BLOCK * sizeof(*recs));
-	if (!ids || !gi || !recs) {
+	tp = malloc(sizeof(*tp));
+	if (!ids || !gi || !recs || !tp) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -615,67 +755,86 @@ static int rec_start(void *priv, uint64_t *min_seq)
 		if (za_engine_group_info(v->eng, ids[i], gi))
 			continue;
 		for (pos = gi->next_pos; pos-- > 0 && !got && !ret;) {
-			struct ck_cand *c = NULL;
+			struct ck_cand *c;
 
 			if (za_engine_read_sync(v->eng, ids[i], pos, 1, rv->blk,
-						NULL) ||
-			    za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
-						 &h, recs))
+						NULL))
+				continue; /* lost beyond p */
+			r = za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
+						 &h, recs);
+			if (r == -ENOENT) {
+				/* Not a map part: a table part, or torn. */
+				if (za_etab_block_decode(
+					    rv->blk, ZA_ETAB_BLOCK_BYTES, tp))
+					continue;
+				if (tp->h.ckpt_id > max_id)
+					max_id = tp->h.ckpt_id;
+				if (v->ck.recover_full ||
+				    tp->h.nr_parts > blocks)
+					continue;
+				c = cand_get(&cands, &nc, tp->h.ckpt_id,
+					     tp->h.seq);
+				if (!c || cand_table(c, tp->h.nr_parts)) {
+					ret = -ENOMEM;
+					break;
+				}
+				if (c->seq != tp->h.seq)
+					c->failed = true;
+				if (c->failed ||
+				    c->tpos[tp->h.part] != UINT64_MAX)
+					continue;
+				c->tgroup[tp->h.part] = ids[i];
+				c->tpos[tp->h.part] = pos;
+				c->tfound++;
+			} else if (r) {
 				continue; /* torn, or lost beyond p */
-			if (h.id > max_id)
-				max_id = h.id;
-			/* Ignoring checkpoints still takes their ids: a new
-			 * one must never share a torn one's. */
-			if (v->ck.recover_full)
-				continue;
-			for (j = 0; j < nc && !c; j++)
-				if (cands[j].id == h.id)
-					c = &cands[j];
-			if (!c) {
-				struct ck_cand *nca;
-
+			} else {
+				if (h.id > max_id)
+					max_id = h.id;
+				/* Ignoring checkpoints still takes their ids:
+				 * a new one must never share a torn one's. */
+				if (v->ck.recover_full)
+					continue;
 				/* More parts than blocks on the drives: it can
 				 * never be complete (and a hostile count must
 				 * not size an allocation). */
-				if (h.nr_parts > blocks)
+				if (h.nr_parts > blocks ||
+				    h.nr_table_parts > blocks)
 					continue;
-				nca = realloc(cands, (nc + 1) * sizeof(*cands));
-				if (!nca) {
+				c = cand_get(&cands, &nc, h.id, h.seq);
+				if (!c || cand_table(c, h.nr_table_parts)) {
 					ret = -ENOMEM;
 					break;
 				}
-				cands = nca;
-				c = &cands[nc++];
-				memset(c, 0, sizeof(*c));
-				c->id = h.id;
-				c->seq = h.seq;
-				c->nr_parts = h.nr_parts;
-				c->group =
-					malloc(h.nr_parts * sizeof(uint64_t));
-				c->pos = malloc(h.nr_parts * sizeof(uint64_t));
-				if (!c->group || !c->pos) {
-					ret = -ENOMEM;
-					break;
+				if (!c->nr_parts) {
+					c->nr_parts = h.nr_parts;
+					if (places_new(&c->group, &c->pos,
+						       h.nr_parts)) {
+						ret = -ENOMEM;
+						break;
+					}
 				}
-				for (j = 0; j < h.nr_parts; j++)
-					c->pos[j] = UINT64_MAX;
+				if (c->seq != h.seq ||
+				    c->nr_parts != h.nr_parts)
+					c->failed = true; /* two, one id */
+				/* A part found twice was written again after a
+				 * column failed: the same bytes. */
+				if (c->failed || c->pos[h.part] != UINT64_MAX)
+					continue;
+				c->group[h.part] = ids[i];
+				c->pos[h.part] = pos;
+				c->found++;
 			}
-			if (c->seq != h.seq || c->nr_parts != h.nr_parts)
-				c->failed = true; /* two checkpoints, one id */
-			/* A part found twice was written again after a
-			 * column failed: the same bytes. */
-			if (c->failed || c->pos[h.part] != UINT64_MAX)
-				continue;
-			c->group[h.part] = ids[i];
-			c->pos[h.part] = pos;
-			if (++c->found < c->nr_parts)
+			if (!cand_whole(c))
 				continue;
 			ret = ckpt_load(rv, c, recs);
 			if (ret == -EBADMSG) {
 				c->failed = true;
 				ret = 0;
 			} else if (!ret) {
-				ret = ckpt_adopt(v, c);
+				ret = ckpt_table_check(rv, c);
+				if (!ret)
+					ret = ckpt_adopt(v, c);
 				got = c;
 			}
 		}
@@ -687,17 +846,18 @@ static int rec_start(void *priv, uint64_t *min_seq)
 		if (!got || cands[j].id > got->id)
 			za_log_info(
 				"recovery: checkpoint %llu not used: %s (%u "
-				"of %u parts found)",
+				"of %u parts and %u of %u table parts found)",
 				(unsigned long long)cands[j].id,
 				cands[j].failed ? "invalid" : "torn",
-				cands[j].found, cands[j].nr_parts);
+				cands[j].found, cands[j].nr_parts,
+				cands[j].tfound, cands[j].nr_table);
 	if (got) {
 		*min_seq = got->seq;
 		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
-			    "%u parts, %zu extents",
+			    "%u parts and %u table parts, %zu extents",
 			    (unsigned long long)got->id,
 			    (unsigned long long)got->seq, got->nr_parts,
-			    za_map_extents(v->map));
+			    got->nr_table, za_map_extents(v->map));
 	} else if (nc) {
 		za_log_warn("recovery: no complete checkpoint among %u found; "
 			    "replaying every stripe",
@@ -707,8 +867,11 @@ out:
 	for (j = 0; j < nc; j++) {
 		free(cands[j].group);
 		free(cands[j].pos);
+		free(cands[j].tgroup);
+		free(cands[j].tpos);
 	}
 	free(cands);
+	free(tp);
 	free(recs);
 	free(gi);
 	free(ids);

@@ -206,6 +206,10 @@ struct za_volume_stats {
 				  * covers (loaded or written); 0: none */
 	uint64_t checkpoint_blocks; /* its parts */
 	uint64_t recovered_stripes; /* replayed by the last recovery */
+	/* The engine table of the checkpoint recovery loaded, against what
+	 * the scan of the drives found (za_engine_table_check()): its
+	 * segments, and what differed that may not (0 unless a bug). */
+	uint64_t etab_segments, etab_mismatches;
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 

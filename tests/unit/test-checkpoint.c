@@ -288,9 +288,75 @@ START_TEST(test_fields_checked_behind_crc)
 		memcpy(b, saved, BLK);
 	}
 	/* The version is checked before anything else but the magic. */
-	za_put_le32(b + 8, 2);
+	za_put_le32(b + 8, 3);
 	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got),
 			 -EPROTONOSUPPORT);
+	free(blocks);
+	free(r);
+}
+END_TEST
+
+/*
+ * A checkpoint with engine table parts is written as version 2 with their
+ * count at byte 68; without, as version 1 with zero there: one encoding
+ * each. A version 2 part announcing none, a count past the limit, and
+ * parts that disagree on the count are refused.
+ */
+START_TEST(test_table_parts)
+{
+	const struct shape s = { "x", 150, 20, 5000, 0 };
+	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_writer w;
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h, h1;
+	uint8_t *blocks, again[BLK];
+	uint32_t parts = za_ckpt_nr_parts(s.extents, s.unmaps), p;
+	uint64_t i;
+
+	rng = 500;
+	r = make_recs(&s);
+	blocks = malloc((size_t)parts * BLK);
+	ck_assert_ptr_nonnull(blocks);
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 9, 99, s.size_blocks,
+					     s.extents, s.unmaps, blocks),
+			 0);
+	w.h.nr_table_parts = 3;
+	for (i = 0; i < s.extents + s.unmaps; i++)
+		ck_assert_int_eq(za_ckpt_writer_add(&w, &r[i]), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), 0);
+	ck_assert_uint_eq(parts, 2);
+	za_ckpt_reader_init(&rd);
+	for (p = 0; p < parts; p++) {
+		uint8_t *b = blocks + (size_t)p * BLK;
+
+		ck_assert_uint_eq(za_get_le32(b + 8), 2);
+		ck_assert_uint_eq(za_get_le32(b + 68), 3);
+		ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got), 0);
+		ck_assert_uint_eq(h.nr_table_parts, 3);
+		ck_assert_int_eq(za_ckpt_block_encode(&h, got, again), 0);
+		ck_assert_mem_eq(again, b, BLK);
+		ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), 0);
+	}
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+	/* Parts that disagree on the table. */
+	za_ckpt_reader_init(&rd);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h, got), 0);
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), 0);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks + BLK, BLK, &h1, got), 0);
+	h1.nr_table_parts = 4;
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &h1, got), -EBADMSG);
+	/* Version 2 with no table parts, or too many. */
+	za_put_le32(blocks + 68, 0);
+	fix_crc(blocks);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h, got), -EBADMSG);
+	za_put_le32(blocks + 68, ZA_CKPT_MAX_TABLE_PARTS + 1);
+	fix_crc(blocks);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h, got), -EBADMSG);
+	/* Version 1 with a count where it has reserved bytes. */
+	za_put_le32(blocks + 8, 1);
+	za_put_le32(blocks + 68, 3);
+	fix_crc(blocks);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h, got), -EBADMSG);
 	free(blocks);
 	free(r);
 }
@@ -472,6 +538,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_round_trip, 0, NR_SHAPES);
 	tcase_add_loop_test(tc, test_every_bit_flip_rejected, 0, NR_SHAPES);
 	tcase_add_test(tc, test_fields_checked_behind_crc);
+	tcase_add_test(tc, test_table_parts);
 	tcase_add_test(tc, test_truncated_and_garbage);
 	tcase_add_test(tc, test_reader_refuses_mixtures);
 	tcase_add_test(tc, test_writer_refuses_bad_input);

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * engine-table.c - the engine table: the engine's groups, segments and
+ * counters written with each checkpoint (za_engine_table_encode(), at the
+ * checkpoint's quiet point), and, at recovery, checked against what the
+ * scan of the drives found (za_engine_table_check()). It does not write
+ * or read anything itself (the volume carries the parts with its
+ * checkpoint), and recovery does not use the table yet: the check proves,
+ * through every crash test and the fault loop, that the table says what
+ * the drives say before recovery comes to depend on it instead of reading
+ * a header per slot (docs/design.md 9.6).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine-int.h"
+#include "etab.h"
+#include "log.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void seg_to_rec(const struct za_segment *g, struct za_etab_seg *s)
+{
+	unsigned c;
+
+	memset(s, 0, sizeof(*s));
+	s->id = g->id;
+	s->group_id = g->grp->id;
+	s->dead_cols = g->dead_cols;
+	s->next_stripe = g->next_stripe;
+	s->grp_idx = (uint16_t)g->grp_idx;
+	s->width = (uint8_t)g->st->l.width;
+	s->flags = (g->state == ZA_SEG_SEALED ? ZA_ETAB_SEG_SEALED : 0) |
+		   (g->finished ? ZA_ETAB_SEG_FINISHED : 0);
+	for (c = 0; c < g->st->l.width; c++) {
+		struct za_etab_col *col = &s->col[c];
+
+		col->member = g->member[c] == ZA_STRIPE_MEMBER_ABSENT ?
+				      ZA_ETAB_MEMBER_ABSENT :
+				      g->member[c];
+		col->zone = col->member == ZA_ETAB_MEMBER_ABSENT ? 0 :
+								   g->zone[c];
+		col->hdr_member = g->hdr_member[c] == ZA_STRIPE_MEMBER_ABSENT ?
+					  ZA_ETAB_MEMBER_ABSENT :
+					  g->hdr_member[c];
+		col->hdr_zone = col->hdr_member == ZA_ETAB_MEMBER_ABSENT ?
+					0 :
+					g->hdr_zone[c];
+		col->upto = g->col_upto[c];
+	}
+}
+
+int za_engine_table_encode(const struct za_engine *e, uint64_t ckpt_id,
+			   uint64_t seq, uint8_t **blocks, uint32_t *nr_parts)
+{
+	struct za_etab_writer w;
+	struct za_etab_seg *rec = NULL;
+	uint64_t *ids = NULL;
+	size_t n = e->nr_groups > e->nr_segs ? e->nr_groups : e->nr_segs;
+	size_t i, k;
+	int ret;
+
+	*blocks = NULL;
+	*nr_parts = 0;
+	ret = za_etab_writer_init(&w, ckpt_id, seq, e->seq, e->next_seg_id,
+				  e->next_group_id);
+	if (ret)
+		return ret;
+	ids = malloc((n + 1) * sizeof(*ids));
+	rec = malloc(sizeof(*rec));
+	if (!ids || !rec) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0, k = 0; i < e->ghash_size; i++) {
+		const struct group *grp;
+
+		for (grp = e->ghash[i]; grp; grp = grp->hnext)
+			ids[k++] = grp->id;
+	}
+	if (k)
+		qsort(ids, k, sizeof(*ids), cmp_u64);
+	for (i = 0; i < k && !ret; i++) {
+		const struct group *grp = eng_group_find(e, ids[i]);
+		struct za_etab_group g = {
+			.id = grp->id,
+			.next_pos = grp->next_pos,
+			.nr_stripes = grp->nr_stripes,
+			.w = (uint16_t)grp->w,
+			.stream = (uint8_t)grp->st->id,
+		};
+
+		ret = za_etab_writer_add_group(&w, &g);
+	}
+	for (i = 0, k = 0; !ret && i < e->hash_size; i++) {
+		const struct za_segment *g;
+
+		for (g = e->hash[i]; g; g = g->hnext)
+			ids[k++] = g->id;
+	}
+	if (!ret && k)
+		qsort(ids, k, sizeof(*ids), cmp_u64);
+	for (i = 0; !ret && i < k; i++) {
+		seg_to_rec(eng_seg_find(e, ids[i]), rec);
+		ret = za_etab_writer_add_seg(&w, rec);
+	}
+	if (!ret)
+		ret = za_etab_writer_finish(&w);
+out:
+	free(rec);
+	free(ids);
+	if (ret) {
+		free(w.blocks);
+		return ret;
+	}
+	*blocks = w.blocks;
+	*nr_parts = w.nr_parts;
+	return 0;
+}
+
+/* A member and zone of the table: inside the array, or absent. */
+static bool place_ok(const struct za_engine *e, uint16_t mi, uint32_t z)
+{
+	if (mi == ZA_ETAB_MEMBER_ABSENT)
+		return true;
+	if (mi >= e->nr_members)
+		return false;
+	return !e->m[mi].nr_zones || z < e->m[mi].nr_zones;
+}
+
+static uint16_t eng_member(uint16_t mi)
+{
+	return mi == ZA_STRIPE_MEMBER_ABSENT ? ZA_ETAB_MEMBER_ABSENT : mi;
+}
+
+/*
+ * One segment of the table against the one the scan found. What may
+ * differ because of what happened after the checkpoint: where a column
+ * is now (moved since, or lost), how far it is written (more stripes
+ * since), whether it is sealed and finished (recovery finishes every
+ * zone), its dead columns (marked again after recovery). What may not:
+ * its group, its place in it, its width, where its columns were first
+ * put, and a stripe handed out before the checkpoint - every one was on
+ * the drives at its quiet point - missing now.
+ */
+static unsigned seg_compare(const struct za_engine *e,
+			    const struct za_etab_seg *t,
+			    const struct za_segment *g,
+			    const struct za_etab_group *tg)
+{
+	unsigned c, bad = 0;
+
+	if (!tg || g->grp->id != t->group_id || g->grp_idx != t->grp_idx ||
+	    g->st->l.width != t->width || g->grp->w != tg->w ||
+	    g->grp->nr_stripes != tg->nr_stripes || g->st->id != tg->stream) {
+		za_log_warn("recovery: engine table: segment %llu: group, "
+			    "place or geometry differ from the drives' "
+			    "(group %llu/%llu, index %u/%u, width %u/%u)",
+			    (unsigned long long)t->id,
+			    (unsigned long long)t->group_id,
+			    (unsigned long long)g->grp->id, t->grp_idx,
+			    g->grp_idx, t->width, g->st->l.width);
+		return 1;
+	}
+	for (c = 0; c < t->width; c++) {
+		const struct za_etab_col *col = &t->col[c];
+
+		if (col->hdr_member != eng_member(g->hdr_member[c]) ||
+		    (col->hdr_member != ZA_ETAB_MEMBER_ABSENT &&
+		     col->hdr_zone != g->hdr_zone[c])) {
+			za_log_warn("recovery: engine table: segment %llu "
+				    "column %u: first placed on member %u "
+				    "zone %u, the drives say member %u zone "
+				    "%u",
+				    (unsigned long long)t->id, c,
+				    col->hdr_member, col->hdr_zone,
+				    g->hdr_member[c], g->hdr_zone[c]);
+			bad++;
+		}
+	}
+	(void)e;
+	if (g->next_stripe < t->next_stripe) {
+		za_log_warn("recovery: engine table: segment %llu: %u stripes "
+			    "at the checkpoint, %u found on the drives",
+			    (unsigned long long)t->id, t->next_stripe,
+			    g->next_stripe);
+		bad++;
+	}
+	return bad;
+}
+
+struct tab_groups {
+	struct za_etab_group *g;
+	size_t nr, cap;
+};
+
+static const struct za_etab_group *tab_group(const struct tab_groups *tg,
+					     uint64_t id)
+{
+	size_t lo = 0, hi = tg->nr;
+
+	while (lo < hi) { /* ids increase: the reader saw to it */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (tg->g[mid].id == id)
+			return &tg->g[mid];
+		if (tg->g[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
+			  uint32_t nr_parts, struct za_engine_table_stats *out)
+{
+	struct za_etab_reader rd;
+	struct za_etab_part *p = NULL;
+	struct tab_groups tg = { 0 };
+	uint64_t *seen = NULL, next_seg = 0;
+	size_t nr_seen = 0, cap_seen = 0, i;
+	uint32_t part, j;
+	unsigned c;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	p = malloc(sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	za_etab_reader_init(&rd);
+	for (part = 0; part < nr_parts && !ret; part++) {
+		ret = za_etab_block_decode(blocks + (size_t)part *
+							    ZA_ETAB_BLOCK_BYTES,
+					   ZA_ETAB_BLOCK_BYTES, p);
+		if (!ret)
+			ret = za_etab_reader_add(&rd, p);
+		if (ret)
+			break;
+		next_seg = p->h.next_seg_id;
+		for (j = 0; j < p->nr_groups && !ret; j++) {
+			const struct za_etab_group *g = &p->groups[j];
+
+			if (g->stream >= e->nr_streams) {
+				ret = -EBADMSG;
+				break;
+			}
+			if (tg.nr == tg.cap) {
+				size_t cap = tg.cap ? tg.cap * 2 : 64;
+				struct za_etab_group *n =
+					realloc(tg.g, cap * sizeof(*n));
+
+				if (!n) {
+					ret = -ENOMEM;
+					break;
+				}
+				tg.g = n;
+				tg.cap = cap;
+			}
+			tg.g[tg.nr++] = *g;
+		}
+		for (j = 0; j < p->nr_segs && !ret; j++) {
+			const struct za_etab_seg *s = &p->segs[j];
+			const struct za_etab_group *sg =
+				tab_group(&tg, s->group_id);
+			const struct za_segment *g = eng_seg_find(e, s->id);
+
+			/* What the drive's bytes claim, checked against the
+			 * array before anything is compared. */
+			for (c = 0; c < s->width && !ret; c++)
+				if (!place_ok(e, s->col[c].member,
+					      s->col[c].zone) ||
+				    !place_ok(e, s->col[c].hdr_member,
+					      s->col[c].hdr_zone))
+					ret = -EBADMSG;
+			if (!ret &&
+			    (!sg || s->grp_idx >= sg->w ||
+			     s->width != e->streams[sg->stream].l.width))
+				ret = -EBADMSG;
+			if (ret)
+				break;
+			out->segments++;
+			if (!g) {
+				out->released++;
+				continue;
+			}
+			if (nr_seen == cap_seen) {
+				size_t cap = cap_seen ? cap_seen * 2 : 64;
+				uint64_t *n = realloc(seen, cap * sizeof(*n));
+
+				if (!n) {
+					ret = -ENOMEM;
+					break;
+				}
+				seen = n;
+				cap_seen = cap;
+			}
+			seen[nr_seen++] = s->id;
+			if (seg_compare(e, s, g, sg))
+				out->mismatches++;
+			else
+				out->matched++;
+		}
+	}
+	if (!ret)
+		ret = za_etab_reader_done(&rd);
+	/* Segments the drives hold that the table does not: new since it,
+	 * or - with an id it had handed out already - released before it
+	 * and found again, which must never be. */
+	for (i = 0; !ret && i < e->hash_size; i++) {
+		const struct za_segment *g;
+
+		for (g = e->hash[i]; g; g = g->hnext) {
+			size_t lo = 0, hi = nr_seen;
+
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (seen[mid] < g->id)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < nr_seen && seen[lo] == g->id)
+				continue;
+			if (g->id >= next_seg) {
+				out->added++;
+				continue;
+			}
+			za_log_warn(
+				"recovery: engine table: segment %llu is on "
+				"the drives but not in the table, which "
+				"had handed out ids below %llu",
+				(unsigned long long)g->id,
+				(unsigned long long)next_seg);
+			out->mismatches++;
+		}
+	}
+	free(seen);
+	free(tg.g);
+	free(p);
+	return ret == -EBADMSG || ret == -EPROTONOSUPPORT || ret == -ENOENT ?
+		       -EBADMSG :
+		       ret;
+}
