@@ -264,7 +264,8 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"freed_groups\":%llu,\"writes_stalled\":%llu},"
 		"\"map\":{\"extents\":%llu,\"bytes\":%llu},"
 		"\"checkpoint\":{\"written\":%llu,\"failed\":%llu,"
-		"\"seq\":%llu},\"recovered_stripes\":%llu}",
+		"\"seq\":%llu,\"table_segments\":%llu,"
+		"\"table_mismatches\":%llu},\"recovered_stripes\":%llu}",
 		(unsigned long long)v->live_bytes,
 		(unsigned long long)v->read_bytes,
 		(unsigned long long)v->written_bytes,
@@ -283,6 +284,11 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		(unsigned long long)v->checkpoints,
 		(unsigned long long)v->checkpoint_failures,
 		(unsigned long long)v->checkpoint_seq,
+		(unsigned long long)(v->has_table_segments ? v->table_segments :
+							     0),
+		(unsigned long long)(v->has_table_mismatches ?
+					     v->table_mismatches :
+					     0),
 		(unsigned long long)v->recovered_stripes);
 }
 

@@ -48,6 +48,8 @@ static void volume_status(const struct za_volume *v,
 	o->checkpoint_failures = vs.checkpoint_failures;
 	o->checkpoint_seq = vs.checkpoint_seq;
 	o->recovered_stripes = vs.recovered_stripes;
+	o->table_segments = vs.etab_segments;
+	o->table_mismatches = vs.etab_mismatches;
 }
 
 /* What every kind of job shows, from the job core's progress. */

@@ -133,6 +133,9 @@ struct za_array_volume_status {
 	uint64_t checkpoints, checkpoint_failures;
 	uint64_t checkpoint_seq; /* what the live checkpoint covers; 0: none */
 	uint64_t recovered_stripes; /* replayed at assembly */
+	/* The loaded checkpoint's engine table: segments, mismatches with
+	 * the drives (za_engine_table_check()). */
+	uint64_t table_segments, table_mismatches;
 };
 
 struct za_array_job_status {

@@ -165,6 +165,9 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->checkpoint_failures = s->checkpoint_failures;
 	m->checkpoint_seq = s->checkpoint_seq;
 	m->recovered_stripes = s->recovered_stripes;
+	m->has_table_segments = m->has_table_mismatches = true;
+	m->table_segments = s->table_segments;
+	m->table_mismatches = s->table_mismatches;
 	return m;
 }
 
