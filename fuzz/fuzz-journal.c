@@ -10,9 +10,10 @@
  *               a read that came back short; otherwise zero-pad it to
  *               4096 bytes (so seeds may drop trailing zeroes)
  *
- * Oracles: only -EBADMSG is ever returned; a record that decodes names a
- * non-empty range inside the volume, and encodes back to the same 4096
- * bytes (the format is canonical).
+ * Oracles: only -EBADMSG is ever returned; a record that decodes names 1
+ * to 255 non-empty ranges inside the volume, in increasing order with
+ * gaps, and encodes back to the same 4096 bytes (the format is
+ * canonical).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,7 +26,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *blk, again[ZA_JOURNAL_BLOCK_BYTES];
-	uint64_t vol, lba = 0, n = 0;
+	struct za_journal_range r[ZA_JOURNAL_MAX_RANGES];
+	uint64_t vol, end = 0;
+	unsigned nr = 0, i;
 	size_t len, have;
 	uint8_t mode;
 	int ret;
@@ -46,15 +49,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!blk)
 		abort();
 	memcpy(blk, data, have);
-	ret = za_journal_unmap_decode(blk, len, vol, &lba, &n);
+	ret = za_journal_unmap_decode(blk, len, vol, r, &nr);
 	ZA_FUZZ_CHECK(ret == 0 || ret == -EBADMSG,
 		      "za_journal_unmap_decode: undocumented error");
 	if (ret == 0) {
 		ZA_FUZZ_CHECK(len == ZA_JOURNAL_BLOCK_BYTES,
 			      "a short block decoded");
-		ZA_FUZZ_CHECK(n > 0 && lba < vol && n <= vol - lba,
-			      "a decoded range is empty or outside the volume");
-		za_journal_unmap_encode(again, lba, n);
+		ZA_FUZZ_CHECK(nr >= 1 && nr <= ZA_JOURNAL_MAX_RANGES,
+			      "a decoded record has no ranges or too many");
+		for (i = 0; i < nr; i++) {
+			ZA_FUZZ_CHECK(r[i].n > 0 && r[i].lba < vol &&
+					      r[i].n <= vol - r[i].lba,
+				      "a decoded range is empty or outside "
+				      "the volume");
+			ZA_FUZZ_CHECK(!i || r[i].lba > end,
+				      "decoded ranges overlap, touch or go "
+				      "backwards");
+			end = r[i].lba + r[i].n;
+		}
+		ZA_FUZZ_CHECK(!za_journal_unmap_encode_ranges(again, r, nr),
+			      "a decoded record does not encode");
 		ZA_FUZZ_CHECK(!memcmp(again, blk, ZA_JOURNAL_BLOCK_BYTES),
 			      "decode then encode changed the record");
 	}

@@ -270,9 +270,33 @@ static void seeds_journal(void)
 	seed_unmap("wraps", 0, 2048, blk, sizeof(blk));
 	za_journal_unmap_encode(blk, 5, 0);
 	seed_unmap("empty", 0, 2048, blk, sizeof(blk));
+	/* Count 2 with the second range all zeros (empty). */
 	za_journal_unmap_encode(blk, 10, 20);
 	za_put_le32(blk + 8, 2);
-	seed_unmap("two-ranges", 0, 2048, blk, sizeof(blk));
+	seed_unmap("second-range-empty", 0, 2048, blk, sizeof(blk));
+	{
+		struct za_journal_range r[ZA_JOURNAL_MAX_RANGES];
+		unsigned i;
+
+		for (i = 0; i < ZA_JOURNAL_MAX_RANGES; i++) {
+			r[i].lba = 3 + 4 * (uint64_t)i;
+			r[i].n = 1 + i % 3;
+		}
+		if (za_journal_unmap_encode_ranges(blk, r, 2))
+			die("za_journal_unmap_encode_ranges");
+		seed_unmap("two-ranges", 0, 2048, blk, sizeof(blk));
+		if (za_journal_unmap_encode_ranges(blk, r,
+						   ZA_JOURNAL_MAX_RANGES))
+			die("za_journal_unmap_encode_ranges");
+		seed_unmap("most-ranges", 0, 2048, blk, sizeof(blk));
+		/* The second range made to touch the first. */
+		za_journal_unmap_encode_ranges(blk, r, 2);
+		za_put_le64(blk + 32, 4);
+		seed_unmap("ranges-touch", 0, 2048, blk, sizeof(blk));
+		/* And to start before it. */
+		za_put_le64(blk + 32, 2);
+		seed_unmap("ranges-backwards", 0, 2048, blk, sizeof(blk));
+	}
 	za_journal_unmap_encode(blk, 10, 20);
 	blk[4000] = 1;
 	seed_unmap("reserved-set", 0, 2048, blk, sizeof(blk));

@@ -535,6 +535,61 @@ static int collect_hole(void *priv, uint64_t lba, uint64_t n,
 	return 0;
 }
 
+static int hole_cmp(const void *a, const void *b)
+{
+	const struct urange *x = a, *y = b;
+
+	return x->lba < y->lba ? -1 : x->lba > y->lba;
+}
+
+/*
+ * The parts of @l's unmap ranges that are still holes in the map, written
+ * again as records of up to ZA_JOURNAL_MAX_RANGES ranges each: merged and
+ * in order. One record per hole (as before) made a victim of ~190
+ * records over fragmented holes cost ~190 journal stripes, a new journal
+ * group as large as the victim, which was GC's next victim: free space
+ * never rose (design.md 10.4; fault loop seed 7005).
+ */
+static int rerecord_unmaps(struct za_volume *v, const struct live *l)
+{
+	struct za_journal_range batch[ZA_JOURNAL_MAX_RANGES];
+	struct holes h = { 0 };
+	size_t i, k, o;
+	unsigned nb = 0;
+	int ret = 0;
+
+	for (i = 0; !ret && i < l->nr_unmaps; i++)
+		ret = za_map_walk(v->map, l->unmaps[i].lba, l->unmaps[i].n,
+				  collect_hole, &h);
+	if (!ret && h.nr) {
+		/* Ranges of one victim may overlap: sort, then merge what
+		 * overlaps or touches (the record format wants gaps). */
+		qsort(h.r, h.nr, sizeof(*h.r), hole_cmp);
+		for (k = 1, o = 0; k < h.nr; k++) {
+			uint64_t end = h.r[o].lba + h.r[o].n;
+
+			if (h.r[k].lba <= end) {
+				if (h.r[k].lba + h.r[k].n > end)
+					h.r[o].n = h.r[k].lba + h.r[k].n -
+						   h.r[o].lba;
+				continue;
+			}
+			h.r[++o] = h.r[k];
+		}
+		h.nr = o + 1;
+	}
+	for (k = 0; !ret && k < h.nr; k++) {
+		batch[nb].lba = h.r[k].lba;
+		batch[nb++].n = h.r[k].n;
+		if (nb == ZA_JOURNAL_MAX_RANGES || k + 1 == h.nr) {
+			ret = vol_unmap_ranges(v, batch, nb);
+			nb = 0;
+		}
+	}
+	free(h.r);
+	return ret;
+}
+
 static void gc_flushed(struct za_vol_req *r, int result);
 static void gc_released(void *priv, int result);
 
@@ -542,7 +597,6 @@ static void gc_pump(struct za_volume *v)
 {
 	struct gc *gc = &v->gc;
 	struct live *l;
-	unsigned i;
 
 	gc->held = false;
 	while (!gc->error && gc->next_ext < gc->nr_ext &&
@@ -613,19 +667,8 @@ static void gc_pump(struct za_volume *v)
 	}
 	/* Everything moved: re-record the unmaps that still hold. */
 	l = vol_live_get(v, gc->victim, false);
-	for (i = 0; l && !gc->error && i < l->nr_unmaps; i++) {
-		struct holes h = { 0 };
-		size_t k;
-		int ret;
-
-		ret = za_map_walk(v->map, l->unmaps[i].lba, l->unmaps[i].n,
-				  collect_hole, &h);
-		for (k = 0; !ret && k < h.nr; k++)
-			ret = vol_unmap(v, h.r[k].lba, h.r[k].n);
-		free(h.r);
-		if (ret)
-			gc->error = ret;
-	}
+	if (l && l->nr_unmaps)
+		gc->error = rerecord_unmaps(v, l);
 	if (gc->error) {
 		gc_finish(v, gc->error);
 		return;

@@ -425,20 +425,24 @@ static int rec_apply_unmap(struct rec_vol *rv,
 			   const struct za_recovered_stripe *rs)
 {
 	struct za_volume *v = rv->v;
-	uint64_t lba, n;
+	struct za_journal_range r[ZA_JOURNAL_MAX_RANGES];
+	unsigned nr, i;
 	int ret;
 
 	ret = za_engine_read_sync(v->eng, rs->group_id, rs->group_pos, 1,
 				  rv->blk, NULL);
 	if (ret)
 		return ret;
-	/* Untrusted until checked: magic, count, reserved bytes, range. */
-	ret = za_journal_unmap_decode(rv->blk, 4096, v->size_blocks, &lba, &n);
+	/* Untrusted until checked: magic, count, reserved bytes, ranges. */
+	ret = za_journal_unmap_decode(rv->blk, 4096, v->size_blocks, r, &nr);
 	if (ret)
 		return ret;
 	rv->unmaps++;
-	vol_live_add_unmap(v, rs->group_id, lba, n);
-	return za_map_clear(v->map, lba, n, vol_on_dead, v);
+	for (i = 0; i < nr && !ret; i++) {
+		vol_live_add_unmap(v, rs->group_id, r[i].lba, r[i].n);
+		ret = za_map_clear(v->map, r[i].lba, r[i].n, vol_on_dead, v);
+	}
+	return ret;
 }
 
 static int rec_apply(void *priv, const struct za_recovered_stripe *rs)

@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "job.h"
+#include "journal.h"
 #include "map.h"
 #include "volume.h"
 
@@ -44,7 +45,6 @@ struct vbuf {
 	uint32_t nr; /* blocks filled */
 	uint8_t kind; /* enum za_stripe_kind */
 	bool failed;
-	uint64_t ulba, un; /* unmap records: the range */
 	struct epoch *ep;
 	struct vbuf *hnext;
 	/* What its stripe's referred-to blocks (za_stripe_w_refer()) are
@@ -196,6 +196,10 @@ void vol_vbuf_submit(struct za_volume *v, struct vbuf *b);
 void vol_req_init(struct za_volume *v, struct za_vol_req *r);
 void vol_flush_enqueue(struct za_volume *v, struct za_vol_req *r);
 int vol_unmap(struct za_volume *v, uint64_t lba, uint64_t n);
+/* One unmap record of up to ZA_JOURNAL_MAX_RANGES ranges (journal.h's
+ * order: increasing, with gaps). */
+int vol_unmap_ranges(struct za_volume *v, const struct za_journal_range *r,
+		     unsigned nr);
 uint64_t vol_gc_start_segs(const struct za_engine_space *sp);
 bool vol_space_critical(struct za_volume *v);
 bool vol_gc_goes_first(const struct za_volume *v);

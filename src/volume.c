@@ -119,6 +119,24 @@ static void vbuf_own(struct vbuf *b)
 	vbuf_drop_payloads(b);
 }
 
+/* An unmap record is on the drives in @group: its ranges count there
+ * (what GC must write again if it takes the group). The record's own
+ * block says which: it was encoded from them. */
+static void unmap_written(struct za_volume *v, struct vbuf *b, uint64_t group)
+{
+	struct za_journal_range r[ZA_JOURNAL_MAX_RANGES];
+	unsigned nr = 0, i;
+
+	if (za_journal_unmap_decode(za_stripe_w_block(v->eng, b->s, 0),
+				    ZA_JOURNAL_BLOCK_BYTES, v->size_blocks, r,
+				    &nr)) {
+		assert(0 && "an unmap record we encoded does not decode");
+		return;
+	}
+	for (i = 0; i < nr; i++)
+		vol_live_add_unmap(v, group, r[i].lba, r[i].n);
+}
+
 static void vbuf_release(struct vbuf *b)
 {
 	struct za_volume *v = b->v;
@@ -168,7 +186,7 @@ static void vbuf_done(struct za_stripe_w *s, int result)
 		if (!data)
 			za_crash_point("journal-append");
 		if (b->kind == ZA_STRIPE_META)
-			vol_live_add_unmap(v, s->group_id, b->ulba, b->un);
+			unmap_written(v, b, s->group_id);
 
 		/* Move each run of consecutive LBAs in one map operation. */
 		for (i = 0; i < b->nr; i = j) {
@@ -845,25 +863,34 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
 
 int vol_unmap(struct za_volume *v, uint64_t lba, uint64_t n)
 {
+	struct za_journal_range r = { .lba = lba, .n = n };
+
+	return vol_unmap_ranges(v, &r, 1);
+}
+
+int vol_unmap_ranges(struct za_volume *v, const struct za_journal_range *r,
+		     unsigned nr)
+{
 	struct vbuf *jb;
-	uint8_t *blk;
-	int ret;
+	unsigned i;
+	int ret = 0;
 
 	jb = vol_vbuf_new(v, v->jstream);
 	if (!jb)
 		return -ENOMEM;
-	ret = za_map_clear(v->map, lba, n, vol_on_dead, v);
+	ret = za_journal_unmap_encode_ranges(
+		za_stripe_w_block(v->eng, jb->s, 0), r, nr);
+	for (i = 0; i < nr && !ret; i++)
+		ret = za_map_clear(v->map, r[i].lba, r[i].n, vol_on_dead, v);
 	if (ret) {
+		/* The map may be cleared in part: as a TRIM that failed, it
+		 * reads as zeros or as before, block by block. */
 		vbuf_release(jb);
 		return ret;
 	}
-	blk = za_stripe_w_block(v->eng, jb->s, 0);
-	za_journal_unmap_encode(blk, lba, n);
 	jb->s->lbas[0] = ZA_STRIPE_LBA_NONE;
 	jb->nr = 1;
 	jb->kind = ZA_STRIPE_META;
-	jb->ulba = lba;
-	jb->un = n;
 	vol_vbuf_submit(v, jb);
 	return 0;
 }

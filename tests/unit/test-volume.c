@@ -1233,7 +1233,11 @@ START_TEST(test_checkpoint_crash_points)
 END_TEST
 
 /* Groups of the checkpoint stream that exist now, into @ids; count. */
-static unsigned ckpt_groups(struct tvol *t, uint64_t *ids, unsigned max)
+#define JRNL_STREAM 1u
+
+/* The groups of @stream, at most @max. */
+static unsigned stream_groups(struct tvol *t, unsigned stream, uint64_t *ids,
+			      unsigned max)
 {
 	static uint64_t all[4096];
 	struct za_group_info *gi = malloc(sizeof(*gi));
@@ -1244,10 +1248,15 @@ static unsigned ckpt_groups(struct tvol *t, uint64_t *ids, unsigned max)
 	ck_assert_uint_le(n, 4096);
 	for (i = 0; i < n; i++)
 		if (!za_engine_group_info(t->e, all[i], gi) &&
-		    gi->stream == CKPT_STREAM && k < max)
+		    gi->stream == stream && k < max)
 			ids[k++] = all[i];
 	free(gi);
 	return k;
+}
+
+static unsigned ckpt_groups(struct tvol *t, uint64_t *ids, unsigned max)
+{
+	return stream_groups(t, CKPT_STREAM, ids, max);
 }
 
 /*
@@ -1332,6 +1341,80 @@ START_TEST(test_gc_reclaims_checkpoints)
 	ck_assert_uint_le(nnow, 3);
 	tvol_crash_and_recover(&t, 0);
 	check_range(&t, 0, vb);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
+ * Regression (fault loop seed 7005, design.md 10.4): GC writes again the
+ * holes a journal victim's unmap records still cover, and wrote one
+ * journal stripe per hole: a victim of ~190 records over fragmented holes
+ * cost a new journal group as large as itself, which GC took next, and
+ * free space never rose. Here 400 single-block trims over every other
+ * block leave 400 records and 400 holes; an overwrite of the rest then
+ * drives GC through the journal groups that hold them. Each such victim
+ * now costs a journal stripe per 255 holes: the journal stripes written
+ * during the overwrite (none of it goes to the journal) stay below one
+ * per hole, the groups that held the records are gone, and the holes
+ * read as zeros, also after a crash replaying every record (checkpoints
+ * ignored).
+ */
+#define NHOLES 400
+START_TEST(test_gc_merges_unmap_records)
+{
+	static uint64_t before[64], after[64];
+	struct za_volume_stats st;
+	uint64_t vb, lba, written = 0, fill, j0;
+	unsigned nb, na, i, k, gone = 0;
+	struct tvol t;
+
+	rng = 7005;
+	tvol_make_sized(&t, 4, 2, 24ull << 20, UINT64_MAX);
+	vb = t.vol_blocks;
+	fill = vb * 80 / 100;
+	ck_assert_uint_gt(fill, 4 * NHOLES);
+	for (lba = 0; lba + 16 <= fill; lba += 16)
+		write_rand(&t, lba, 16, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	for (i = 0; i < NHOLES; i++) {
+		ck_assert_int_eq(unmap_sync(&t, 2 * i, 1, false), 0);
+		memset(t.model + 2 * i * 4096, 0, 4096);
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	nb = stream_groups(&t, JRNL_STREAM, before, 64);
+	ck_assert_uint_gt(nb, 0);
+	za_volume_get_stats(t.v, &st);
+	j0 = st.journal_blocks;
+	/* Overwrite everything but the holes' stretch, in whole stripes. */
+	while (written < 4 * fill) {
+		uint64_t a = 2 * NHOLES + rnd() % (fill - 2 * NHOLES - 16);
+
+		write_rand(&t, a, 16, false);
+		written += 16;
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	while (za_volume_busy(t.v) || za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_gt(st.gc_freed_groups, 0);
+	na = stream_groups(&t, JRNL_STREAM, after, 64);
+	for (i = 0; i < nb; i++) {
+		for (k = 0; k < na && after[k] != before[i]; k++)
+			;
+		gone += k == na;
+	}
+	ck_assert_msg(gone > 0,
+		      "GC took none of the %u journal groups "
+		      "holding the records",
+		      nb);
+	ck_assert_msg(st.journal_blocks - j0 < NHOLES,
+		      "%llu journal stripes for %u holes re-recorded",
+		      (unsigned long long)(st.journal_blocks - j0), NHOLES);
+	check_range(&t, 0, vb);
+	t.recover_full = true;
+	tvol_crash_and_recover(&t, 0);
+	check_range(&t, 0, vb);
+	t.recover_full = false;
 	tvol_free(&t);
 }
 END_TEST
@@ -2184,6 +2267,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_checkpoint_torn_falls_back, 0, 2);
 	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
+	tcase_add_test(tc, test_gc_merges_unmap_records);
 	tcase_add_test(tc, test_trim_then_rewrite_replay_order);
 	tcase_add_test(tc, test_overwrite_while_journal_queued);
 	tcase_add_test(tc, test_torn_stripe_completed);
