@@ -217,10 +217,11 @@ static void on_member_failed(struct za_engine *e, unsigned idx, int err,
 }
 
 static int engine_start(struct za_array *a, uint64_t next_seq,
-			uint64_t next_seg)
+			uint64_t next_seg, bool recover)
 {
 	struct za_engine_params prm = { 0 };
 
+	prm.recover = recover;
 	prm.geom = a->sb->geom;
 	prm.array_uuid = a->sb->array_uuid;
 	prm.nr_members = a->nr_members;
@@ -449,7 +450,7 @@ int za_array_create(struct za_io *io, const struct za_array_create_params *p,
 			goto err_free;
 		}
 	}
-	ret = engine_start(a, 1, 1);
+	ret = engine_start(a, 1, 1, false);
 	if (ret) {
 		arr_seterr(err, errlen, "cannot start the array: %s",
 			   strerror(-ret));
@@ -672,7 +673,7 @@ int za_array_assemble(struct za_io *io, const char *name,
 	 * recovery has read them; sequence numbers and ids then continue
 	 * after the highest found on the drives.
 	 */
-	ret = engine_start(a, 1, 1);
+	ret = engine_start(a, 1, 1, true);
 	if (ret) {
 		arr_seterr(err, errlen, "cannot start the array: %s",
 			   strerror(-ret));

@@ -147,6 +147,7 @@ struct za_engine {
 	struct za_io *io;
 	struct za_uuid uuid;
 	struct za_progress *progress; /* recovery's, or NULL */
+	bool keep_wps; /* members keep their zones' write pointers (zwp) */
 	unsigned nr_members;
 	struct member *m;
 	uint64_t seq;

@@ -782,8 +782,8 @@ static int rec_load_wps(struct za_engine *e)
 
 		za_progress_set(e->progress, "reading zone reports", mi,
 				e->nr_members);
-		if (!eng_readable(m) || !m->zkind)
-			continue;
+		if (!eng_readable(m) || !m->zkind || m->zwp)
+			continue; /* kept from the start (keep_wps) */
 		ret = za_dev_report_all(m->dev, &z, &nr);
 		if (!ret && nr != m->nr_zones) {
 			free(z);
@@ -816,6 +816,7 @@ static void rec_free_wps(struct za_engine *e)
 		free(e->m[mi].zwp);
 		e->m[mi].zwp = NULL;
 	}
+	e->keep_wps = false; /* members added from now on keep none */
 }
 
 int za_engine_recover_from(

@@ -310,6 +310,15 @@ static int member_init(struct za_engine *e, unsigned idx, struct za_dev *dev,
 		return -ENOMEM;
 	}
 	ret = member_caps(m, z, nr);
+	if (!ret && e->keep_wps) {
+		m->zwp = calloc(nr, sizeof(*m->zwp));
+		if (!m->zwp)
+			ret = -ENOMEM;
+		for (i = 0; m->zwp && i < nr; i++)
+			m->zwp[i] = z[i].cond == ZA_ZONE_COND_FULL ?
+					    z[i].start_bytes + z[i].cap_bytes :
+					    z[i].wp_bytes;
+	}
 	if (ret) {
 		free(z);
 		return ret;
@@ -403,6 +412,7 @@ int za_engine_new(struct za_io *io, const struct za_engine_params *prm,
 	e->io = io;
 	e->uuid = prm->array_uuid;
 	e->progress = prm->progress;
+	e->keep_wps = prm->recover;
 	e->seq = prm->next_seq;
 	e->next_seg_id = prm->next_seg_id;
 	e->next_group_id = prm->next_seg_id;

@@ -80,6 +80,12 @@ struct za_engine_params {
 	 * reported. */
 	struct za_progress *progress;
 	/*
+	 * za_engine_recover_from() follows: keep the write pointers of the
+	 * zone reports taken at start for it (8 B per zone until it ends)
+	 * instead of reporting every zone of every member again.
+	 */
+	bool recover;
+	/*
 	 * Compute data stripes' parity, checksums and headers on the loop
 	 * itself instead of on the engine's worker thread (the default;
 	 * journal and checkpoint stripes, small and waited for, always are).
