@@ -33,12 +33,7 @@
 
 static void fix_crc(uint8_t *b)
 {
-	static const uint8_t zero[4];
-	uint32_t c = za_crc32c(b, 12);
-
-	c = za_crc32c_update(c, zero, sizeof(zero));
-	za_put_le32(b + 12,
-		    za_crc32c_update(c, b + 16, ZA_CKPT_BLOCK_BYTES - 16));
+	za_put_le32(b + 12, za_crc32c_zeroed(b, ZA_CKPT_BLOCK_BYTES, 12));
 }
 
 /* What the format promises about one decoded part. */

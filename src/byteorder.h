@@ -8,8 +8,21 @@
 #define ZA_BYTEORDER_H
 
 #include <endian.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* Are the @len bytes at @p all zero (reserved fields, unused tails)? */
+static inline bool za_all_zero(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	while (len--)
+		if (*b++)
+			return false;
+	return true;
+}
 
 static inline uint64_t za_get_le64(const void *p)
 {

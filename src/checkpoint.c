@@ -111,12 +111,7 @@ static int recs_check(const struct za_ckpt_hdr *h,
 
 static uint32_t block_crc(const uint8_t *blk)
 {
-	static const uint8_t zero[4];
-	uint32_t c = za_crc32c(blk, CKPT_CRC_OFF);
-
-	c = za_crc32c_update(c, zero, sizeof(zero));
-	return za_crc32c_update(c, blk + CKPT_CRC_OFF + 4,
-				ZA_CKPT_BLOCK_BYTES - CKPT_CRC_OFF - 4);
+	return za_crc32c_zeroed(blk, ZA_CKPT_BLOCK_BYTES, CKPT_CRC_OFF);
 }
 
 int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
@@ -151,14 +146,6 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	return 0;
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	while (len--)
-		if (*p++)
-			return false;
-	return true;
-}
-
 int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 			 struct za_ckpt_rec *recs)
 {
@@ -176,7 +163,7 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	resv = version == 1 ? CKPT_V1_RESERVED_OFF : CKPT_RESERVED_OFF;
 	if (len < ZA_CKPT_BLOCK_BYTES ||
 	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
-	    !all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
+	    !za_all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
 		return -EBADMSG;
 	hh.id = za_get_le64(blk + 16);
 	hh.seq = za_get_le64(blk + 24);
@@ -195,11 +182,11 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 			blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
 
 		if (i >= hh.nr_recs) {
-			if (!all_zero(p, ZA_CKPT_REC_BYTES))
+			if (!za_all_zero(p, ZA_CKPT_REC_BYTES))
 				return -EBADMSG;
 			continue;
 		}
-		if (!all_zero(p + 1, 7))
+		if (!za_all_zero(p + 1, 7))
 			return -EBADMSG;
 		rr[i].type = p[0];
 		rr[i].lba = za_get_le64(p + 8);

@@ -4,6 +4,7 @@
  * (buffer, length, seed) and pre/post inversion conventions differ from
  * most CRC APIs: it neither inverts the seed nor the result, so we do both.
  */
+#include <assert.h>
 #include <isa-l.h>
 
 #include "crc.h"
@@ -27,4 +28,16 @@ uint32_t za_crc32c_update(uint32_t crc, const void *buf, size_t len)
 uint32_t za_crc32c(const void *buf, size_t len)
 {
 	return za_crc32c_update(0, buf, len);
+}
+
+uint32_t za_crc32c_zeroed(const void *buf, size_t len, size_t field_off)
+{
+	static const uint8_t zero[4];
+	const uint8_t *b = buf;
+	uint32_t c;
+
+	assert(field_off + 4 <= len);
+	c = za_crc32c(b, field_off);
+	c = za_crc32c_update(c, zero, sizeof(zero));
+	return za_crc32c_update(c, b + field_off + 4, len - field_off - 4);
 }

@@ -139,12 +139,7 @@ static int part_check(const struct za_etab_part *p)
 
 static uint32_t block_crc(const uint8_t *blk)
 {
-	static const uint8_t zero[4];
-	uint32_t c = za_crc32c(blk, ETAB_CRC_OFF);
-
-	c = za_crc32c_update(c, zero, sizeof(zero));
-	return za_crc32c_update(c, blk + ETAB_CRC_OFF + 4,
-				ZA_ETAB_BLOCK_BYTES - ETAB_CRC_OFF - 4);
+	return za_crc32c_zeroed(blk, ZA_ETAB_BLOCK_BYTES, ETAB_CRC_OFF);
 }
 
 /* The header but its CRC; reserved bytes are left as they are (zero). */
@@ -217,14 +212,6 @@ int za_etab_block_encode(const struct za_etab_part *p, uint8_t *blk)
 	return 0;
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	while (len--)
-		if (*p++)
-			return false;
-	return true;
-}
-
 /*
  * The records of the payload, @used bytes from @pay, into @out: kinds,
  * lengths within @used, reserved bytes, groups first. Ranges and order
@@ -259,7 +246,7 @@ static int parse_recs(const uint8_t *pay, uint32_t used,
 		if (p[0] != ZA_ETAB_SEGMENT || used - off < ZA_ETAB_SEG_BYTES ||
 		    !p[1] || p[1] > ZA_ETAB_MAX_WIDTH ||
 		    used - off < rec_bytes(ZA_ETAB_SEGMENT, p[1]) || p[3] ||
-		    !all_zero(p + 6, 2) || !all_zero(p + 12, 4) ||
+		    !za_all_zero(p + 6, 2) || !za_all_zero(p + 12, 4) ||
 		    out->nr_segs == ZA_ETAB_MAX_SEGS)
 			return -EBADMSG;
 		s = &out->segs[out->nr_segs++];
@@ -299,8 +286,8 @@ int za_etab_block_decode(const uint8_t *blk, size_t len,
 	/* From here on the whole block is there: nothing reads past it. */
 	if (len < ZA_ETAB_BLOCK_BYTES ||
 	    za_get_le32(blk + ETAB_CRC_OFF) != block_crc(blk) ||
-	    !all_zero(blk + ETAB_RESERVED_OFF,
-		      ZA_ETAB_HDR_BYTES - ETAB_RESERVED_OFF))
+	    !za_all_zero(blk + ETAB_RESERVED_OFF,
+			 ZA_ETAB_HDR_BYTES - ETAB_RESERVED_OFF))
 		return -EBADMSG;
 	h->ckpt_id = za_get_le64(blk + 16);
 	h->seq = za_get_le64(blk + 24);
@@ -315,8 +302,8 @@ int za_etab_block_decode(const uint8_t *blk, size_t len,
 	h->used_bytes = za_get_le32(blk + ETAB_USED_OFF);
 	if (hdr_check(h) ||
 	    parse_recs(blk + ZA_ETAB_HDR_BYTES, h->used_bytes, out) ||
-	    !all_zero(blk + ZA_ETAB_HDR_BYTES + h->used_bytes,
-		      ZA_ETAB_PAYLOAD_BYTES - h->used_bytes) ||
+	    !za_all_zero(blk + ZA_ETAB_HDR_BYTES + h->used_bytes,
+			 ZA_ETAB_PAYLOAD_BYTES - h->used_bytes) ||
 	    part_check(out))
 		return -EBADMSG;
 	return 0;

@@ -264,17 +264,6 @@ static bool str_field_ok(const uint8_t *f, size_t len, bool is_name)
 	return true;
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if (p[i])
-			return false;
-	}
-	return true;
-}
-
 static uint32_t hdr_crc(const uint8_t *b)
 {
 	/* Bytes 0-15 and 20-4095: everything but the field itself. */
@@ -317,7 +306,7 @@ static const char *sb_check_hdr(const uint8_t *b)
 		return why;
 	if (za_get_le64(b + H_VOLUME_BYTES) % g.lblock_bytes)
 		return "volume size not a multiple of the logical block";
-	if (!all_zero(b + H_RESERVED, SB_HDR_BYTES - H_RESERVED))
+	if (!za_all_zero(b + H_RESERVED, SB_HDR_BYTES - H_RESERVED))
 		return "reserved header bytes not zero";
 	if (memcmp(b + H_MEMBER_UUID,
 		   b + SB_HDR_BYTES + (size_t)idx * SB_ENT_BYTES + E_UUID, 16))
@@ -333,14 +322,14 @@ static const char *sb_check_ent(const uint8_t *e, bool used)
 	uint32_t nz = za_get_le32(e + E_NR_ZONES);
 
 	if (!used)
-		return all_zero(e, SB_ENT_BYTES) ?
+		return za_all_zero(e, SB_ENT_BYTES) ?
 			       NULL :
 			       "unused member entry not zero";
 	if (za_uuid_is_null((const struct za_uuid *)(e + E_UUID)))
 		return "null member uuid";
 	if (e[E_STATE] < ZA_MEMBER_ONLINE || e[E_STATE] > ZA_MEMBER_REMOVED)
 		return "unknown member state";
-	if (!all_zero(e + E_RESERVED, 1))
+	if (!za_all_zero(e + E_RESERVED, 1))
 		return "reserved member bytes not zero";
 	if (za_get_le16(e + E_REPLACEMENT) &&
 	    e[E_STATE] != ZA_MEMBER_DRAINING &&

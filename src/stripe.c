@@ -45,13 +45,7 @@ int za_stripe_layout_init(struct za_stripe_layout *l, const struct za_geom *g)
 
 static uint32_t hdr_crc(const uint8_t *blk)
 {
-	static const uint8_t zero[4];
-	uint32_t c;
-
-	c = za_crc32c(blk, HDR_CRC_OFF);
-	c = za_crc32c_update(c, zero, sizeof(zero));
-	return za_crc32c_update(c, blk + HDR_CRC_OFF + 4,
-				ZA_STRIPE_LBA_OFF - HDR_CRC_OFF - 4);
+	return za_crc32c_zeroed(blk, ZA_STRIPE_LBA_OFF, HDR_CRC_OFF);
 }
 
 void za_stripe_hdr_encode(const struct za_stripe_hdr *h, void *blk)
@@ -91,14 +85,6 @@ void za_stripe_hdr_encode(const struct za_stripe_hdr *h, void *blk)
 	for (i = 0; i < ZA_STRIPE_MAX_COL_BLOCKS; i++)
 		za_put_le32(b + HDR_BLKCRC_OFF + 4 * i, h->blk_crc[i]);
 	za_put_le32(b + HDR_CRC_OFF, hdr_crc(b));
-}
-
-static bool all_zero(const uint8_t *p, size_t n)
-{
-	while (n--)
-		if (*p++)
-			return false;
-	return true;
 }
 
 int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
@@ -165,8 +151,9 @@ int za_stripe_hdr_decode(const void *blk, struct za_stripe_hdr *h)
 	col_blocks = h->rows * (h->chunk_bytes / 4096u);
 	if (h->nr_blocks > h->k * col_blocks)
 		return -EBADMSG;
-	if (!all_zero(b + 61, 3) || !all_zero(b + HDR_GROUPW_OFF + 16, 32) ||
-	    !all_zero(b + HDR_ZONES_OFF + 256, 512))
+	if (!za_all_zero(b + 61, 3) ||
+	    !za_all_zero(b + HDR_GROUPW_OFF + 16, 32) ||
+	    !za_all_zero(b + HDR_ZONES_OFF + 256, 512))
 		return -EBADMSG;
 	/* A group of 1..1024 segments, this one inside it, and this stripe
 	 * inside the segment. */
