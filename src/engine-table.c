@@ -149,8 +149,7 @@ static uint16_t eng_member(uint16_t mi)
  * put, and a stripe handed out before the checkpoint - every one was on
  * the drives at its quiet point - missing now.
  */
-static unsigned seg_compare(const struct za_engine *e,
-			    const struct za_etab_seg *t,
+static unsigned seg_compare(const struct za_etab_seg *t,
 			    const struct za_segment *g,
 			    const struct za_etab_group *tg)
 {
@@ -184,7 +183,6 @@ static unsigned seg_compare(const struct za_engine *e,
 			bad++;
 		}
 	}
-	(void)e;
 	if (g->next_stripe < t->next_stripe) {
 		za_log_warn("recovery: engine table: segment %llu: %u stripes "
 			    "at the checkpoint, %u found on the drives",
@@ -302,7 +300,7 @@ int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
 				cap_seen = cap;
 			}
 			seen[nr_seen++] = s->id;
-			if (seg_compare(e, s, g, sg))
+			if (seg_compare(s, g, sg))
 				out->mismatches++;
 			else
 				out->matched++;
