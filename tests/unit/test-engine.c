@@ -27,6 +27,7 @@
 #include "io.h"
 #include "log.h"
 #include "engine.h"
+#include "etab.h"
 #include "stripe.h"
 #include "tap.h"
 
@@ -2653,6 +2654,119 @@ static uint64_t tarr_read_bytes(const struct tarr *t)
 }
 
 /*
+ * The engine table's check has teeth: a table taken of the engine as it
+ * is agrees with it (every segment as the drives say, none released or
+ * added); one in which a column's first place, a segment's group or a
+ * stripe count was changed (parts re-encoded, so that they decode) is
+ * told apart, one mismatch each; one naming a member the array does not
+ * have, or a part missing, is refused (-EBADMSG); a table with fewer
+ * segments than the engine counts the others as added, unless their
+ * ids were handed out before it (a mismatch: released, yet found).
+ */
+static struct za_etab_part *etab_part0(const uint8_t *blocks)
+{
+	struct za_etab_part *p = malloc(sizeof(*p));
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(za_etab_block_decode(blocks, ZA_ETAB_BLOCK_BYTES, p),
+			 0);
+	return p;
+}
+
+START_TEST(test_engine_table_check)
+{
+	struct za_engine_table_stats ts;
+	struct za_engine_stats es;
+	struct za_etab_part *p;
+	uint8_t *blocks, *tamp;
+	uint32_t nr;
+	struct tarr t;
+	struct wrec w;
+	unsigned i, kind;
+
+	rng = 3636;
+	tarr_make(&t, 12, 4, 2, 4096, 2, 8, 2); /* groups of two segments */
+	for (i = 0; i < 6; i++)
+		ck_assert_int_eq(write_one(&t, &w,
+					   za_engine_layout(t.e)->data_blocks),
+				 0);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_engine_get_stats(t.e, &es);
+	ck_assert_int_eq(za_engine_table_encode(t.e, 1, es.next_seq - 1,
+						&blocks, &nr),
+			 0);
+	ck_assert_uint_eq(nr, 1); /* small: one part */
+	ck_assert_int_eq(za_engine_table_check(t.e, blocks, nr, &ts), 0);
+	ck_assert_uint_gt(ts.segments, 0);
+	ck_assert_uint_eq(ts.matched, ts.segments);
+	ck_assert_uint_eq(ts.released + ts.added + ts.mismatches, 0);
+
+	tamp = malloc(ZA_ETAB_BLOCK_BYTES);
+	ck_assert_ptr_nonnull(tamp);
+	for (kind = 0; kind < 5; kind++) {
+		p = etab_part0(blocks);
+		ck_assert_uint_gt(p->nr_segs, 1);
+		switch (kind) {
+		case 0: /* a column first placed elsewhere */
+			p->segs[0].col[1].hdr_zone ^= 1;
+			break;
+		case 1: /* a stripe handed out that the drives lack */
+			p->segs[0].next_stripe++;
+			break;
+		case 2: /* another place in its group */
+			p->segs[1].grp_idx ^= 1;
+			break;
+		case 3: /* a member the array does not have */
+			p->segs[0].col[0].member = 200;
+			break;
+		case 4: /* the last segment left out, its id still below */
+			p->nr_segs--;
+			p->h.nr_segs--;
+			p->h.nr_recs--;
+			p->h.used_bytes -=
+				ZA_ETAB_SEG_BYTES +
+				ZA_ETAB_COL_BYTES * p->segs[p->nr_segs].width;
+			break;
+		}
+		ck_assert_int_eq(za_etab_block_encode(p, tamp), 0);
+		ck_assert_int_eq(za_engine_table_check(t.e, tamp, 1, &ts),
+				 kind == 3 ? -EBADMSG : 0);
+		if (kind != 3)
+			ck_assert_msg(ts.mismatches == 1,
+				      "tampered table %u: %llu mismatches",
+				      kind, (unsigned long long)ts.mismatches);
+		free(p);
+	}
+	/* The last segment left out with the counter lowered too: new since
+	 * the table, not a mismatch. */
+	p = etab_part0(blocks);
+	p->h.next_seg_id = p->segs[p->nr_segs - 1].id;
+	p->nr_segs--;
+	p->h.nr_segs--;
+	p->h.nr_recs--;
+	p->h.used_bytes -= ZA_ETAB_SEG_BYTES +
+			   ZA_ETAB_COL_BYTES * p->segs[p->nr_segs].width;
+	ck_assert_int_eq(za_etab_block_encode(p, tamp), 0);
+	ck_assert_int_eq(za_engine_table_check(t.e, tamp, 1, &ts), 0);
+	ck_assert_uint_eq(ts.added, 1);
+	ck_assert_uint_eq(ts.mismatches, 0);
+	free(p);
+	/* A part missing: part 0 of a table of two, given alone; and no
+	 * part at all. */
+	p = etab_part0(blocks);
+	p->h.nr_parts = 2;
+	ck_assert_int_eq(za_etab_block_encode(p, tamp), 0);
+	ck_assert_int_eq(za_engine_table_check(t.e, tamp, 1, &ts), -EBADMSG);
+	free(p);
+	ck_assert_int_eq(za_engine_table_check(t.e, blocks, 0, &ts), -EBADMSG);
+	free(tamp);
+	free(blocks);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
  * Restarts do not make assembly read more: recovery finishes the zones of
  * the segments it finds, which moves their write pointers to the end, and
  * it used to read every slot of such zones at each later assembly (a
@@ -2773,6 +2887,7 @@ int main(void)
 	tcase_add_test(tc, test_zone_limits);
 	tcase_add_test(tc, test_journal_stream);
 	tcase_add_test(tc, test_restart_reads_bounded);
+	tcase_add_test(tc, test_engine_table_check);
 	tcase_add_loop_test(tc, test_rebuild, 0,
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
