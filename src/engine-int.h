@@ -237,6 +237,9 @@ static inline bool eng_resettable(const struct member *m)
 struct za_segment *eng_seg_find(const struct za_engine *e, uint64_t id);
 struct group *eng_group_find(const struct za_engine *e, uint64_t id);
 struct za_segment *eng_seg_alloc(unsigned width);
+/* m->zwp from a zone report of @nr zones (recovery's write pointers). */
+int eng_member_wps(struct member *m, const struct za_zone *z, unsigned nr);
+void eng_member_wps_free(struct member *m);
 void eng_seg_insert(struct za_engine *e, struct za_segment *g);
 void eng_seg_unlink(struct za_engine *e, struct za_segment *g);
 void eng_group_insert(struct za_engine *e, struct group *grp);

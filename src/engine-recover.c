@@ -774,7 +774,7 @@ static void rec_drop_foreign(struct rec_ctx *rc)
 static int rec_load_wps(struct za_engine *e)
 {
 	struct za_zone *z;
-	unsigned mi, nr, i;
+	unsigned mi, nr;
 	int ret;
 
 	for (mi = 0; mi < e->nr_members; mi++) {
@@ -794,16 +794,10 @@ static int rec_load_wps(struct za_engine *e)
 				   strerror(-ret));
 			return ret;
 		}
-		m->zwp = calloc(nr, sizeof(*m->zwp));
-		if (!m->zwp) {
-			free(z);
-			return -ENOMEM;
-		}
-		for (i = 0; i < nr; i++)
-			m->zwp[i] = z[i].cond == ZA_ZONE_COND_FULL ?
-					    z[i].start_bytes + z[i].cap_bytes :
-					    z[i].wp_bytes;
+		ret = eng_member_wps(m, z, nr);
 		free(z);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -813,8 +807,7 @@ static void rec_free_wps(struct za_engine *e)
 	unsigned mi;
 
 	for (mi = 0; mi < e->nr_members; mi++) {
-		free(e->m[mi].zwp);
-		e->m[mi].zwp = NULL;
+		eng_member_wps_free(&e->m[mi]);
 	}
 	e->keep_wps = false; /* members added from now on keep none */
 }
@@ -824,7 +817,7 @@ int za_engine_recover_from(
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
 {
 	struct rec_ctx rc = { .e = e };
-	uint64_t *lbas = NULL, min_seq = 0, todo;
+	uint64_t *lbas = NULL, min_seq = 0, to_scan;
 	unsigned completed = 0;
 	uint32_t maxdb = 0;
 	size_t i, o;
@@ -840,11 +833,12 @@ int za_engine_recover_from(
 	/* Pass 1: every readable member, every zone that holds something,
 	 * claimed when a header (of any column) names the zone. */
 	rec_unclaim(e);
-	for (mi = 0, todo = 0; mi < e->nr_members; mi++)
+	/* The zones pass 1 reads: those rec_unclaim() just marked. */
+	for (mi = 0, to_scan = 0; mi < e->nr_members; mi++)
 		for (z = 0; eng_readable(&e->m[mi]) && z < e->m[mi].nr_zones;
 		     z++)
-			todo += e->m[mi].zkind[z] == Z_UNCLAIMED;
-	za_progress_set(e->progress, "scanning zones", 0, todo);
+			to_scan += e->m[mi].zkind[z] == Z_UNCLAIMED;
+	za_progress_set(e->progress, "scanning zones", 0, to_scan);
 	for (mi = 0; mi < e->nr_members && !ret; mi++) {
 		struct member *m = &e->m[mi];
 
