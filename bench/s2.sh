@@ -81,8 +81,9 @@ wait_answer() {
 	local i
 	for i in $(seq 60000); do
 		# Answered while it assembles too ("assembling"): until not.
-		"$zarray" status "$1" 2>/dev/null | grep -q "^$1: assembling" ||
-			{ "$zarray" status "$1" >/dev/null 2>&1 && return 0; }
+		if ans=$("$zarray" status "$1" 2>/dev/null); then
+			case $ans in "$1: assembling"*) ;; *) return 0 ;; esac
+		fi
 		kill -0 "$daemon" 2>/dev/null || break
 		sleep 0.01
 	done
