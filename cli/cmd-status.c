@@ -265,7 +265,9 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"map\":{\"extents\":%llu,\"bytes\":%llu},"
 		"\"checkpoint\":{\"written\":%llu,\"failed\":%llu,"
 		"\"seq\":%llu,\"table_segments\":%llu,"
-		"\"table_mismatches\":%llu},\"recovered_stripes\":%llu}",
+		"\"table_mismatches\":%llu,\"quarantined_zones\":%llu,"
+		"\"quarantine_breaks\":%llu},"
+		"\"recovered_stripes\":%llu}",
 		(unsigned long long)v->live_bytes,
 		(unsigned long long)v->read_bytes,
 		(unsigned long long)v->written_bytes,
@@ -288,6 +290,12 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 							     0),
 		(unsigned long long)(v->has_table_mismatches ?
 					     v->table_mismatches :
+					     0),
+		(unsigned long long)(v->has_quarantined_zones ?
+					     v->quarantined_zones :
+					     0),
+		(unsigned long long)(v->has_quarantine_breaks ?
+					     v->quarantine_breaks :
 					     0),
 		(unsigned long long)v->recovered_stripes);
 }

@@ -50,6 +50,8 @@ static void volume_status(const struct za_volume *v,
 	o->recovered_stripes = vs.recovered_stripes;
 	o->table_segments = vs.etab_segments;
 	o->table_mismatches = vs.etab_mismatches;
+	o->quarantined_zones = vs.quarantined_zones;
+	o->quarantine_breaks = vs.quarantine_breaks;
 }
 
 /* What every kind of job shows, from the job core's progress. */

@@ -136,6 +136,8 @@ struct za_array_volume_status {
 	/* The loaded checkpoint's engine table: segments, mismatches with
 	 * the drives (za_engine_table_check()). */
 	uint64_t table_segments, table_mismatches;
+	uint64_t quarantined_zones; /* free with the next checkpoint */
+	uint64_t quarantine_breaks; /* freed early: no room for one */
 };
 
 struct za_array_job_status {

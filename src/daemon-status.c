@@ -168,6 +168,10 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->has_table_segments = m->has_table_mismatches = true;
 	m->table_segments = s->table_segments;
 	m->table_mismatches = s->table_mismatches;
+	m->has_quarantined_zones = true;
+	m->quarantined_zones = s->quarantined_zones;
+	m->has_quarantine_breaks = true;
+	m->quarantine_breaks = s->quarantine_breaks;
 	return m;
 }
 

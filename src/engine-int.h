@@ -21,6 +21,9 @@ enum zkind {
 	Z_USED,
 	Z_BAD,
 	Z_UNCLAIMED, /* recovery: holds data no segment has claimed yet */
+	/* Reset, but a live engine table may still name it: not handed out
+	 * until a later table is live (eng_zone_release(), design.md 9.6). */
+	Z_QUARANTINE,
 };
 
 struct member {
@@ -40,7 +43,8 @@ struct member {
 	uint64_t *zwp;
 	uint64_t zone_bytes;
 	uint32_t free_zones;
-	/* Zones that are free or in use (not reserved, bad or unclaimed)
+	uint32_t quar_zones; /* in quarantine (Z_QUARANTINE) */
+	/* Zones that are free, in quarantine or in use (not reserved, bad or unclaimed)
 	 * and the smallest capacity among them: what za_engine_space()
 	 * sums. Counted by eng_member_zstats() after init and recovery and when
 	 * a zone turns bad, never per call: space is asked for on every
@@ -96,6 +100,8 @@ struct za_segment {
 	uint64_t rb_cols; /* columns a rebuild is writing now */
 	uint64_t dead_cols; /* lost columns left as they are: no live data */
 	unsigned grp_idx; /* place in its group */
+	/* e->tab_epoch when it was opened: a table taken since names it. */
+	uint32_t born_epoch;
 	struct za_segment *hnext;
 	/* FINISH of the columns once sealed and idle */
 	struct za_dev_req *fin;
@@ -135,9 +141,17 @@ struct stream {
 	struct za_ec *prep_ec; /* data stream: the worker's (per thread) */
 	unsigned max_segs; /* 0: as many as fit */
 	unsigned parts; /* requests per column write */
+	bool rescan; /* recovery reads its zones always: no quarantine */
 	struct group *cur; /* taking group, or NULL */
 	struct za_stripe_w *pend_head, *pend_tail;
 	struct za_stripe_w *pool;
+};
+
+/* A zone in quarantine: reset after table snapshot @epoch - 1 was taken. */
+struct quar_zone {
+	uint32_t zone;
+	uint16_t member;
+	uint32_t epoch;
 };
 
 /* Buckets of a new segment or group table (they double as they fill). */
@@ -180,6 +194,19 @@ struct za_engine {
 	 * inline. FIFO, so a segment's stripes reach its zones in order. */
 	struct za_worker *prep;
 	struct za_engine_stats st;
+	/*
+	 * Zone quarantine (design.md 9.6): tab_epoch counts the engine
+	 * tables taken (za_engine_table_encode()), 1 for one loaded at
+	 * recovery; quar lists the zones waiting for a table taken after
+	 * their release to be live, in release order (epochs rising).
+	 */
+	uint32_t tab_epoch;
+	struct quar_zone *quar;
+	size_t nr_quar, cap_quar;
+	/* Recovery: the loaded table's places its segments no longer hold
+	 * (za_engine_table_check()), quarantined once recovery ends. */
+	struct quar_zone *rec_quar;
+	size_t nr_rec_quar;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
@@ -259,6 +286,9 @@ void eng_req_failed(struct za_engine *e, unsigned midx, uint32_t zone,
 
 /* engine-place.c */
 void eng_zone_give_back(struct member *m, uint32_t z);
+void eng_zone_release(struct za_engine *e, const struct za_segment *g,
+		      unsigned mi, uint32_t z);
+bool eng_quar_add(struct za_engine *e, unsigned mi, uint32_t z, uint32_t epoch);
 bool eng_better(const struct za_engine *e, unsigned a, unsigned b);
 bool eng_group_degraded(const struct group *grp);
 void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d);

@@ -35,6 +35,98 @@ void eng_zone_give_back(struct member *m, uint32_t z)
 	}
 }
 
+/*
+ * Zone @z of member @mi (free or used, not counted free any more) goes
+ * into quarantine until a table numbered above @epoch is live. Returns
+ * false, changing nothing, without the memory to list it.
+ */
+bool eng_quar_add(struct za_engine *e, unsigned mi, uint32_t z, uint32_t epoch)
+{
+	struct member *m = &e->m[mi];
+
+	if (e->nr_quar == e->cap_quar) {
+		size_t cap = e->cap_quar ? 2 * e->cap_quar : 64;
+		struct quar_zone *n = realloc(e->quar, cap * sizeof(*n));
+
+		if (!n)
+			return false;
+		e->quar = n;
+		e->cap_quar = cap;
+	}
+	e->quar[e->nr_quar++] = (struct quar_zone){
+		.zone = z,
+		.member = (uint16_t)mi,
+		.epoch = epoch,
+	};
+	m->zkind[z] = Z_QUARANTINE;
+	m->quar_zones++;
+	return true;
+}
+
+/*
+ * Zone @z of member @mi, a place of segment @g, was reset (a released
+ * group, a column moved off it): free again, unless an engine table taken
+ * since @g was opened names it. Such a table may be the one a recovery
+ * loads, and recovery takes a written zone the table gives to @g as
+ * still @g's (design.md 9.6): so the zone waits in quarantine until a
+ * table taken after now is live (za_engine_table_live()). Without memory
+ * to list it, it stays used until the next assembly: nothing is lost.
+ */
+void eng_zone_release(struct za_engine *e, const struct za_segment *g,
+		      unsigned mi, uint32_t z)
+{
+	struct member *m = &e->m[mi];
+
+	if (!m->zkind || m->zkind[z] != Z_USED)
+		return;
+	if (g->born_epoch == e->tab_epoch || g->st->rescan)
+		eng_zone_give_back(m, z);
+	else if (!eng_quar_add(e, mi, z, e->tab_epoch))
+		za_log_warn("%s: zone %u: no memory to quarantine it; it "
+			    "stays in use until the next assembly",
+			    m->dev->path, z);
+}
+
+void za_engine_stream_set_rescan(struct za_engine *e, unsigned id)
+{
+	assert(id < e->nr_streams);
+	e->streams[id].rescan = true;
+}
+
+void za_engine_table_live(struct za_engine *e, uint32_t snap)
+{
+	size_t i, o;
+
+	for (i = 0, o = 0; i < e->nr_quar; i++) {
+		const struct quar_zone *q = &e->quar[i];
+		struct member *m = &e->m[q->member];
+
+		if (q->epoch >= snap) {
+			e->quar[o++] = *q;
+			continue;
+		}
+		if (m->zkind && m->zkind[q->zone] == Z_QUARANTINE) {
+			m->zkind[q->zone] = Z_FREE;
+			m->free_zones++;
+			m->quar_zones--;
+		}
+	}
+	e->nr_quar = o;
+}
+
+size_t za_engine_quarantine_break(struct za_engine *e)
+{
+	size_t n = e->nr_quar;
+
+	za_engine_table_live(e, UINT32_MAX);
+	return n;
+}
+
+size_t za_engine_quarantined(const struct za_engine *e)
+{
+	return e->nr_quar;
+}
+
 static uint32_t take_zone(struct member *m)
 {
 	uint32_t i, z;
@@ -245,6 +337,7 @@ struct group *eng_group_open(struct za_engine *e, struct stream *st)
 		g->grp = grp;
 		g->grp_idx = j;
 		g->id = e->next_seg_id++;
+		g->born_epoch = e->tab_epoch;
 		g->state = ZA_SEG_OPEN;
 		g->taking = true;
 		for (i = 0; i < w; i++) {

@@ -433,7 +433,8 @@ static void rb_fin_done(struct za_dev_req *req)
 		return;
 	case RB_STEP_RESET_OLD:
 		if (!req->result)
-			eng_zone_give_back(old, rp->old_zone);
+			eng_zone_release(rp->e, rp->g, rp->old_member,
+					 rp->old_zone);
 		break;
 	}
 	rb_end(cr);

@@ -812,6 +812,35 @@ static void rec_free_wps(struct za_engine *e)
 	e->keep_wps = false; /* members added from now on keep none */
 }
 
+/*
+ * The places the loaded table gives to segments that no longer hold them
+ * (za_engine_table_check()) and are empty now wait in quarantine until a
+ * newer table is live: a crash before then brings this same table back,
+ * and a zone it names must hold its segment or nothing (design.md 9.6).
+ * Epoch 0: the first table taken from now on frees them.
+ */
+static void rec_quarantine(struct za_engine *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->nr_rec_quar; i++) {
+		const struct quar_zone *q = &e->rec_quar[i];
+		struct member *m = &e->m[q->member];
+
+		if (!eng_readable(m) || !m->zkind ||
+		    m->zkind[q->zone] != Z_FREE)
+			continue;
+		/* Without memory to list it: in use until the next
+		 * assembly, which is safe too. */
+		if (!eng_quar_add(e, q->member, q->zone, 0))
+			m->zkind[q->zone] = Z_USED;
+		m->free_zones--;
+	}
+	free(e->rec_quar);
+	e->rec_quar = NULL;
+	e->nr_rec_quar = 0;
+}
+
 int za_engine_recover_from(
 	struct za_engine *e, int (*start)(void *priv, uint64_t *min_seq),
 	int (*fn)(void *priv, const struct za_recovered_stripe *rs), void *priv)
@@ -973,6 +1002,7 @@ int za_engine_recover_from(
 		}
 		eng_member_zstats(m);
 	}
+	rec_quarantine(e);
 	/* Recovered segments take no more stripes: finish partial zones. */
 	for (i = 0; i < e->hash_size; i++) {
 		struct za_segment *g;
@@ -1005,6 +1035,9 @@ int za_engine_recover_from(
 	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
 		    (unsigned long long)e->seq);
 out:
+	free(e->rec_quar);
+	e->rec_quar = NULL;
+	e->nr_rec_quar = 0;
 	e->progress = NULL; /* the assembly's: not kept past it */
 	rec_free_wps(e);
 	free(lbas);

@@ -86,7 +86,7 @@ static void space_of(const struct za_engine *e,
 		     struct za_engine_space *sp)
 {
 	const struct za_stripe_layout *l = &e->streams[0].l;
-	uint64_t *fc, *tc;
+	uint64_t *fc, *tc, *qc;
 	unsigned i, n = 0, w = 0;
 
 	memset(sp, 0, sizeof(*sp));
@@ -94,7 +94,8 @@ static void space_of(const struct za_engine *e,
 		w += writable_if(e, i, change);
 	fc = calloc(e->nr_members, sizeof(*fc));
 	tc = calloc(e->nr_members, sizeof(*tc));
-	if (!fc || !tc)
+	qc = calloc(e->nr_members, sizeof(*qc));
+	if (!fc || !tc || !qc)
 		goto out;
 	for (i = 0; i < e->nr_members; i++) {
 		const struct member *m = &e->m[i];
@@ -103,12 +104,15 @@ static void space_of(const struct za_engine *e,
 			continue;
 		fc[n] = m->free_zones;
 		tc[n] = m->data_zones;
+		qc[n] = fc[n] + m->quar_zones;
 		sp->free_zones += fc[n];
 		sp->total_zones += tc[n];
 		n++;
 	}
 	sp->free_segs = eng_segs_from(fc, n, eng_seg_width(l, n));
 	sp->total_segs = eng_segs_from(tc, n, eng_seg_width(l, n));
+	sp->quar_segs =
+		eng_segs_from(qc, n, eng_seg_width(l, n)) - sp->free_segs;
 	for (i = 0; i < e->nr_streams; i++) {
 		const struct stream *st = &e->streams[i];
 		unsigned segs = w / st->l.width;
@@ -125,6 +129,7 @@ static void space_of(const struct za_engine *e,
 out:
 	free(fc);
 	free(tc);
+	free(qc);
 }
 
 uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx)
@@ -137,7 +142,8 @@ uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx)
 		return 0;
 	m = &e->m[idx];
 	for (z = 0; z < m->nr_zones; z++)
-		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED)
+		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED ||
+		    m->zkind[z] == Z_QUARANTINE)
 			sum += eng_zcap(m, z);
 	return sum;
 }
@@ -205,7 +211,8 @@ static void release_finish(struct group *grp)
 			if (!r->op)
 				continue; /* member gone: its zone stays used */
 			if (!r->result) {
-				eng_zone_give_back(m, g->zone[c]);
+				eng_zone_release(e, g, g->member[c],
+						 g->zone[c]);
 			} else {
 				m->zkind[g->zone[c]] = Z_BAD;
 				eng_member_zstats(m);

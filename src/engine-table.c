@@ -56,8 +56,8 @@ static void seg_to_rec(const struct za_segment *g, struct za_etab_seg *s)
 	}
 }
 
-int za_engine_table_encode(const struct za_engine *e, uint64_t ckpt_id,
-			   uint64_t seq, uint8_t **blocks, uint32_t *nr_parts)
+int za_engine_table_encode(struct za_engine *e, uint64_t ckpt_id, uint64_t seq,
+			   uint8_t **blocks, uint32_t *nr_parts, uint32_t *snap)
 {
 	struct za_etab_writer w;
 	struct za_etab_seg *rec = NULL;
@@ -68,6 +68,9 @@ int za_engine_table_encode(const struct za_engine *e, uint64_t ckpt_id,
 
 	*blocks = NULL;
 	*nr_parts = 0;
+	/* From here on, what is released was named by a table: quarantined
+	 * (eng_zone_release()); a failed encode only quarantines in vain. */
+	*snap = ++e->tab_epoch;
 	ret = za_etab_writer_init(&w, ckpt_id, seq, e->seq, e->next_seg_id,
 				  e->next_group_id);
 	if (ret)
@@ -137,6 +140,44 @@ static bool place_ok(const struct za_engine *e, uint16_t mi, uint32_t z)
 static uint16_t eng_member(uint16_t mi)
 {
 	return mi == ZA_STRIPE_MEMBER_ABSENT ? ZA_ETAB_MEMBER_ABSENT : mi;
+}
+
+/*
+ * Place @mi/@z, given by the table to a segment that no longer holds it,
+ * must be empty or hold nothing any segment claims: zones the live table
+ * names are quarantined until a newer table is live (eng_zone_release()).
+ * Returns 1 (a mismatch: another segment wrote it), 0, or -ENOMEM; the
+ * place is kept for quarantine at the end of recovery.
+ */
+static int vacated(struct za_engine *e, uint64_t seg_id, uint16_t mi,
+		   uint32_t z)
+{
+	struct member *m;
+
+	if (mi == ZA_ETAB_MEMBER_ABSENT)
+		return 0;
+	m = &e->m[mi];
+	if (!eng_readable(m) || !m->zkind)
+		return 0; /* its zones are not handed out */
+	if (e->nr_rec_quar % 64 == 0) {
+		struct quar_zone *n = realloc(
+			e->rec_quar, (e->nr_rec_quar + 64) * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		e->rec_quar = n;
+	}
+	e->rec_quar[e->nr_rec_quar++] = (struct quar_zone){
+		.zone = z,
+		.member = mi,
+	};
+	if (m->zkind[z] != Z_USED)
+		return 0;
+	za_log_warn("recovery: engine table: %s zone %u was segment %llu's "
+		    "at the checkpoint and is another segment's now: a zone "
+		    "reused before its quarantine ended",
+		    m->dev->path, z, (unsigned long long)seg_id);
+	return 1;
 }
 
 /*
@@ -216,7 +257,7 @@ static const struct za_etab_group *tab_group(const struct tab_groups *tg,
 	return NULL;
 }
 
-int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
+int za_engine_table_check(struct za_engine *e, const uint8_t *blocks,
 			  uint32_t nr_parts, struct za_engine_table_stats *out)
 {
 	struct za_etab_reader rd;
@@ -229,6 +270,9 @@ int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
 	int ret = 0;
 
 	memset(out, 0, sizeof(*out));
+	free(e->rec_quar);
+	e->rec_quar = NULL;
+	e->nr_rec_quar = 0;
 	p = malloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -284,6 +328,27 @@ int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
 			if (ret)
 				break;
 			out->segments++;
+			/* A stream read whole at recovery needs no quarantine
+			 * (za_engine_stream_set_rescan()). */
+			for (c = 0; c < s->width && ret >= 0 &&
+				    !e->streams[sg->stream].rescan;
+			     c++) {
+				const struct za_etab_col *col = &s->col[c];
+
+				if (g &&
+				    col->member == eng_member(g->member[c]) &&
+				    (col->member == ZA_ETAB_MEMBER_ABSENT ||
+				     col->zone == g->zone[c]))
+					continue;
+				ret = vacated(e, s->id, col->member, col->zone);
+				if (ret > 0)
+					out->mismatches++;
+				out->vacated += col->member !=
+						ZA_ETAB_MEMBER_ABSENT;
+			}
+			if (ret < 0)
+				break;
+			ret = 0;
 			if (!g) {
 				out->released++;
 				continue;
@@ -343,6 +408,14 @@ int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
 	free(seen);
 	free(tg.g);
 	free(p);
+	if (ret) {
+		free(e->rec_quar);
+		e->rec_quar = NULL;
+		e->nr_rec_quar = 0;
+	} else if (!e->tab_epoch) {
+		/* The segments recovery found are named by a table now. */
+		e->tab_epoch = 1;
+	}
 	return ret == -EBADMSG || ret == -EPROTONOSUPPORT || ret == -ENOENT ?
 		       -EBADMSG :
 		       ret;

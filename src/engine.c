@@ -249,7 +249,8 @@ void eng_member_zstats(struct member *m)
 	m->data_zones = 0;
 	m->min_cap_bytes = UINT64_MAX;
 	for (z = 0; z < m->nr_zones; z++)
-		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED) {
+		if (m->zkind[z] == Z_FREE || m->zkind[z] == Z_USED ||
+		    m->zkind[z] == Z_QUARANTINE) {
 			m->data_zones++;
 			if (eng_zcap(m, z) < m->min_cap_bytes)
 				m->min_cap_bytes = eng_zcap(m, z);
@@ -564,6 +565,8 @@ void za_engine_free(struct za_engine *e)
 		free(e->m[i].zcap_blk);
 		eng_member_wps_free(&e->m[i]);
 	}
+	free(e->quar);
+	free(e->rec_quar);
 	free(e->m);
 	free(e->pairs);
 	free(e);
@@ -868,6 +871,7 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 		if (e->streams[i].cur)
 			st->open_segs += e->streams[i].cur->w;
 	st->free_zones = 0;
+	st->quarantined_zones = e->nr_quar;
 	for (i = 0; i < e->nr_members; i++)
 		if (eng_writable(&e->m[i]))
 			st->free_zones += e->m[i].free_zones;

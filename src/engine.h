@@ -120,6 +120,13 @@ int za_engine_format(struct za_dev *dev);
  */
 int za_engine_stream_add(struct za_engine *e, const struct za_geom *g,
 			 unsigned max_segs, unsigned *id);
+/*
+ * Stream @id's zones are read at every recovery whatever the engine
+ * table says (the checkpoint stream: few zones, and where the table
+ * itself is found). Its released zones are free at once, never in
+ * quarantine (design.md 9.6). Call before anything is written.
+ */
+void za_engine_stream_set_rescan(struct za_engine *e, unsigned id);
 const struct za_stripe_layout *za_engine_layout(const struct za_engine *e);
 const struct za_stripe_layout *
 za_engine_stream_layout(const struct za_engine *e, unsigned id);
@@ -364,6 +371,9 @@ struct za_engine_space {
 	 * hold in all, and how many one write set of every stream takes.
 	 */
 	uint64_t free_segs, total_segs, write_set_segs;
+	/* Segments more that could be opened once the zones in quarantine
+	 * are free (za_engine_table_live()). */
+	uint64_t quar_segs;
 	uint64_t data_blocks_per_seg; /* data stream, shortest zone */
 };
 void za_engine_space(const struct za_engine *e, struct za_engine_space *sp);
@@ -612,6 +622,7 @@ struct za_engine_stats {
 	uint64_t segs_opened, segs_sealed, groups_opened;
 	uint64_t blocks_read, blocks_repaired;
 	uint64_t free_zones; /* over all writable members */
+	uint64_t quarantined_zones; /* waiting for a table (9.6), all members */
 	uint64_t next_seq;
 	unsigned open_segs; /* segments taking stripes, all streams */
 };
@@ -622,11 +633,32 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
  * block"): the engine's groups, segments and counters, as of sequence
  * number @seq, encoded into *@nr_parts parts of ZA_ETAB_BLOCK_BYTES in
  * *@blocks (malloc'd; the caller frees it) for the checkpoint @ckpt_id.
- * Call at a quiet point (nothing in flight). Loop thread, synchronous.
- * Returns 0, -ENOMEM or -EINVAL (a state the format cannot say).
+ * *@snap numbers the table among those taken: pass it to
+ * za_engine_table_live() once the checkpoint holding it is live. Call at
+ * a quiet point (nothing in flight). Loop thread, synchronous. Returns
+ * 0, -ENOMEM or -EINVAL (a state the format cannot say).
  */
-int za_engine_table_encode(const struct za_engine *e, uint64_t ckpt_id,
-			   uint64_t seq, uint8_t **blocks, uint32_t *nr_parts);
+int za_engine_table_encode(struct za_engine *e, uint64_t ckpt_id, uint64_t seq,
+			   uint8_t **blocks, uint32_t *nr_parts,
+			   uint32_t *snap);
+
+/*
+ * Table @snap is the live one (its checkpoint flushed): no recovery can
+ * load an older one, so the zones released before it was taken leave
+ * quarantine and are free again (design.md 9.6). Loop thread.
+ */
+void za_engine_table_live(struct za_engine *e, uint32_t snap);
+
+/* Zones in quarantine now, waiting for a table to be live. */
+size_t za_engine_quarantined(const struct za_engine *e);
+/*
+ * Free every zone in quarantine now, before any table is live: the last
+ * resort of a volume with no room left to write the checkpoint that
+ * would free them (design.md 9.6). Until a table taken after this is
+ * live, the live one may name zones other segments write. Returns how
+ * many were freed.
+ */
+size_t za_engine_quarantine_break(struct za_engine *e);
 
 /* What za_engine_table_check() found. */
 struct za_engine_table_stats {
@@ -635,17 +667,23 @@ struct za_engine_table_stats {
 	uint64_t released; /* in the table, not on the drives: since gone */
 	uint64_t added; /* on the drives, newer than the table */
 	uint64_t mismatches; /* what may not differ did (each logged) */
+	/* Places the table gives a segment that no longer holds them
+	 * (released, or the column moved since): quarantined at the end of
+	 * recovery; one written by another segment is a mismatch. */
+	uint64_t vacated;
 };
 
 /*
  * At recovery, between the scan of the drives and the replay (the
  * owner's start callback of za_engine_recover_from()): compare the table
  * in @blocks (@nr_parts parts, as read from the drives: untrusted) with
- * what the scan found. Returns 0 (then @out says how they compare),
- * -EBADMSG (the table does not decode or names what the array does not
- * have) or -ENOMEM.
+ * what the scan found, and keep the places it gives to segments that no
+ * longer hold them, to quarantine when recovery ends. Pass the table of
+ * the checkpoint recovery loads, and only that one. Returns 0 (then @out
+ * says how they compare), -EBADMSG (the table does not decode or names
+ * what the array does not have) or -ENOMEM.
  */
-int za_engine_table_check(const struct za_engine *e, const uint8_t *blocks,
+int za_engine_table_check(struct za_engine *e, const uint8_t *blocks,
 			  uint32_t nr_parts, struct za_engine_table_stats *out);
 
 #endif /* ZA_ENGINE_H */

@@ -731,6 +731,7 @@ static void gc_finish(struct za_volume *v, int err)
 	}
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
+	v->ck.space_failed = false; /* something changed: worth a retry */
 	/*
 	 * The next victim (or a checkpoint) before the held-back writes:
 	 * resumed first, with GC idle and so not holding them back, they
@@ -856,6 +857,20 @@ void vol_gc_kick(struct za_volume *v)
 	}
 	if (v->ck.state == CK_QUIESCE)
 		return;
+	/*
+	 * Zones in quarantine come back only with a checkpoint: first that,
+	 * while it is written no victim (its release would only add to the
+	 * quarantine while its live data took free zones); ckpt_end() comes
+	 * back here.
+	 */
+	if (vol_ckpt_for_space(v)) {
+		if (v->ck.state == CK_IDLE)
+			vol_ckpt_kick(v);
+		else
+			v->ck.for_space = true; /* one asked for: the same */
+	}
+	if (v->ck.state != CK_IDLE && v->ck.for_space)
+		return;
 	if (gc->stopped || !gc_needed(v)) {
 		gc_run_end(v);
 		vol_resume_stalled(v);
@@ -900,11 +915,13 @@ static void gc_start(struct za_volume *v, bool idle)
 
 		za_engine_space(v->eng, &sp);
 		za_log_debug("gc%s: group %llu: %zu extents to move; free "
-			     "%llu of %llu segments, write set %llu",
+			     "%llu of %llu segments (%llu more in "
+			     "quarantine), write set %llu",
 			     idle ? " (idle)" : "",
 			     (unsigned long long)gc->victim, gc->nr_ext,
 			     (unsigned long long)sp.free_segs,
 			     (unsigned long long)sp.total_segs,
+			     (unsigned long long)sp.quar_segs,
 			     (unsigned long long)sp.write_set_segs);
 	}
 	gc_pump(v);
@@ -947,6 +964,12 @@ static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (za_volume_busy(v) || za_engine_busy(v->eng))
 		return;
 	za_engine_space(v->eng, &sp);
+	/* What victims freed waits in quarantine for a checkpoint: idle is
+	 * the time for one (it counts as busy until it is written). */
+	if (za_engine_quarantined(v->eng) && !v->ck.space_failed) {
+		vol_ckpt_free_quarantine(v);
+		return;
+	}
 	if (!gc->idle_runs || sp.free_segs > gc->idle_base) {
 		gc->idle_base = sp.free_segs;
 		gc->idle_runs = 0;

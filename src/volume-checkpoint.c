@@ -113,6 +113,26 @@ static void ckpt_end(struct za_volume *v, int err)
 {
 	struct ckpt *c = &v->ck;
 
+	if (c->for_space && err)
+		c->space_failed = true;
+	/*
+	 * No room for the checkpoint that would free the zones in
+	 * quarantine, and short of space: GC's next victim would only add to
+	 * them, and writes fail. Free them now, and say what it costs.
+	 */
+	if (c->for_space && err == -ENOSPC && v->critical) {
+		size_t n = za_engine_quarantine_break(v->eng);
+
+		v->st.quarantine_breaks++;
+		za_log_warn("volume: no room for a checkpoint: %zu zones left "
+			    "quarantine early; until the next checkpoint, the "
+			    "engine table of checkpoint %llu may name zones "
+			    "others write",
+			    n, (unsigned long long)c->live_id);
+		c->space_failed = false;
+	}
+	c->for_space = false;
+
 	if (err) {
 		if (c->part_group)
 			ckpt_drop_parts(v, c->part_group, c->done_parts);
@@ -149,7 +169,11 @@ static void ckpt_flushed(struct za_engine_flush *f, int result)
 		c->live_id = c->id;
 		c->live_seq = c->seq;
 		c->live_gen = c->snap_gen;
+		c->space_failed = false;
 		v->st.checkpoints++;
+		/* No recovery loads an older table now: zones released before
+		 * this one was taken leave quarantine. */
+		za_engine_table_live(v->eng, c->tab_snap);
 		za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts",
 			     (unsigned long long)c->id,
 			     (unsigned long long)c->seq, c->nr_parts);
@@ -271,8 +295,10 @@ static int ckpt_snapshot(struct za_volume *v)
 		if (v->bhash[i])
 			return -EBUSY; /* a buffer kept (map update failed) */
 	/* Checkpoint parts take sequence numbers too: whether anything
-	 * changed is told by the stripes the map depends on. */
-	if (c->gen == c->live_gen)
+	 * changed is told by the stripes the map depends on, and by zones
+	 * released since (in quarantine until a table without their
+	 * segments is live). */
+	if (c->gen == c->live_gen && !za_engine_quarantined(v->eng))
 		return 1;
 	za_engine_get_stats(v->eng, &es);
 	seq = es.next_seq - 1;
@@ -292,8 +318,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	if (!parts)
 		return -EOVERFLOW;
 	/* The engine's table goes with it, after the map's parts. */
-	ret = za_engine_table_encode(v->eng, c->next_id, seq, &tblocks,
-				     &tparts);
+	ret = za_engine_table_encode(v->eng, c->next_id, seq, &tblocks, &tparts,
+				     &c->tab_snap);
 	if (ret) {
 		za_log_err("volume: checkpoint of sequence %llu: the engine "
 			   "table does not encode (%s)",
@@ -383,9 +409,50 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 	vol_ckpt_pump(v);
 }
 
+/*
+ * A checkpoint is due to free the zones in quarantine when GC needs room
+ * and they hold a write set of segments or more, or the volume is short of
+ * space: a GC victim released into quarantine frees nothing until then,
+ * while moving its live data took free zones (design.md 9.6).
+ */
+bool vol_ckpt_for_space(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	if (v->ck.space_failed)
+		return false; /* GC goes on; its next victim retries */
+	za_engine_space(v->eng, &sp);
+	if (!sp.quar_segs || sp.free_segs >= vol_gc_start_segs(&sp))
+		return false;
+	return v->critical || sp.quar_segs >= sp.write_set_segs;
+}
+
+static void ckpt_start(struct za_volume *v, bool for_space)
+{
+	struct ckpt *c = &v->ck;
+
+	c->for_space = for_space;
+	c->state = CK_QUIESCE;
+	memset(&c->qflush, 0, sizeof(c->qflush));
+	c->qflush.done = ckpt_quiesced;
+	c->qflush.priv = v;
+	vol_req_init(v, &c->qflush);
+	vol_flush_enqueue(v, &c->qflush);
+}
+
+/* A checkpoint now, for the zones in quarantine only (idle GC). */
+void vol_ckpt_free_quarantine(struct za_volume *v)
+{
+	if (v->ck.state != CK_IDLE || v->error || v->gc.active ||
+	    v->ck.space_failed || !za_engine_quarantined(v->eng))
+		return;
+	ckpt_start(v, true);
+}
+
 void vol_ckpt_kick(struct za_volume *v)
 {
 	struct ckpt *c = &v->ck;
+	bool for_space;
 
 	if (c->state != CK_IDLE)
 		return;
@@ -393,16 +460,12 @@ void vol_ckpt_kick(struct za_volume *v)
 		ckpt_answer(&c->waiters, -EIO);
 		return;
 	}
-	if (!c->waiters && c->since_blocks < ckpt_interval(v))
+	for_space = !c->waiters && c->since_blocks < ckpt_interval(v);
+	if (for_space && !vol_ckpt_for_space(v))
 		return;
 	if (v->gc.active)
 		return; /* gc_finish() comes back */
-	c->state = CK_QUIESCE;
-	memset(&c->qflush, 0, sizeof(c->qflush));
-	c->qflush.done = ckpt_quiesced;
-	c->qflush.priv = v;
-	vol_req_init(v, &c->qflush);
-	vol_flush_enqueue(v, &c->qflush);
+	ckpt_start(v, for_space);
 }
 
 void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r)

@@ -150,6 +150,9 @@ struct ckpt {
 	struct za_vol_req *cur_waiters; /* covered by the one being written */
 	/* The one being written. */
 	uint64_t id, seq;
+	uint32_t tab_snap; /* its engine table's number (za_engine_table_live) */
+	bool for_space; /* started to free zones in quarantine */
+	bool space_failed; /* such a one failed: not again before a victim */
 	uint8_t *blocks; /* nr_parts encoded parts */
 	uint64_t *part_group; /* where each part written landed */
 	uint32_t nr_parts, next_part, done_parts;
@@ -222,6 +225,8 @@ void vol_gc_idle_set(struct za_volume *v, bool on);
 
 /* volume-checkpoint.c */
 void vol_ckpt_kick(struct za_volume *v);
+bool vol_ckpt_for_space(const struct za_volume *v);
+void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
 
 #endif /* ZA_VOLUME_INT_H */

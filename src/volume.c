@@ -305,6 +305,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	ret = za_engine_stream_add(p->eng, &jg, 1, &v->ck.stream);
 	if (ret)
 		goto err_free;
+	za_engine_stream_set_rescan(p->eng, v->ck.stream);
 	v->ck.interval_blocks = p->ckpt_interval_bytes / 4096;
 	if (p->ckpt_interval_bytes == UINT64_MAX)
 		v->ck.interval_blocks = UINT64_MAX;
@@ -678,9 +679,20 @@ bool vol_gc_goes_first(const struct za_volume *v)
 	return v->critical && v->gc.active;
 }
 
+/*
+ * Below the floor, a checkpoint written to free the zones in quarantine
+ * goes first as well: GC waits for it (vol_gc_kick()), and writes let in
+ * meanwhile took the last free zones (test_gc_small_zones_deep_queue).
+ */
+static bool ckpt_goes_first(const struct za_volume *v)
+{
+	return v->critical && v->ck.for_space && v->ck.state != CK_IDLE;
+}
+
 static bool can_write(const struct za_volume *v)
 {
-	return !vol_gc_goes_first(v) && v->data_inflight < v->data_credit &&
+	return !vol_gc_goes_first(v) && !ckpt_goes_first(v) &&
+	       v->data_inflight < v->data_credit &&
 	       v->jrnl_inflight < v->jrnl_credit && v->ck.state != CK_QUIESCE;
 }
 
@@ -1065,6 +1077,7 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 	st->map_bytes = za_map_bytes(v->map);
 	st->checkpoint_seq = v->ck.live_seq;
 	st->checkpoint_blocks = v->ck.live_nr;
+	st->quarantined_zones = za_engine_quarantined(v->eng);
 }
 
 struct vsync {

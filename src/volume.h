@@ -210,6 +210,11 @@ struct za_volume_stats {
 	 * the scan of the drives found (za_engine_table_check()): its
 	 * segments, and what differed that may not (0 unless a bug). */
 	uint64_t etab_segments, etab_mismatches;
+	/* Zones released and reset but named by a table a recovery could
+	 * load: free again with the next checkpoint (design.md 9.6). */
+	uint64_t quarantined_zones;
+	/* Times no checkpoint could be written to free them: freed early. */
+	uint64_t quarantine_breaks;
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 

@@ -2679,7 +2679,7 @@ START_TEST(test_engine_table_check)
 	struct za_engine_stats es;
 	struct za_etab_part *p;
 	uint8_t *blocks, *tamp;
-	uint32_t nr;
+	uint32_t nr, snap;
 	struct tarr t;
 	struct wrec w;
 	unsigned i, kind;
@@ -2694,7 +2694,7 @@ START_TEST(test_engine_table_check)
 		za_io_run_once(t.io);
 	za_engine_get_stats(t.e, &es);
 	ck_assert_int_eq(za_engine_table_encode(t.e, 1, es.next_seq - 1,
-						&blocks, &nr),
+						&blocks, &nr, &snap),
 			 0);
 	ck_assert_uint_eq(nr, 1); /* small: one part */
 	ck_assert_int_eq(za_engine_table_check(t.e, blocks, nr, &ts), 0);
@@ -2761,6 +2761,193 @@ START_TEST(test_engine_table_check)
 	free(p);
 	ck_assert_int_eq(za_engine_table_check(t.e, blocks, 0, &ts), -EBADMSG);
 	free(tamp);
+	free(blocks);
+	tarr_free(&t);
+}
+END_TEST
+
+/* Free data zones of every member, from the space figures. */
+static uint64_t free_zones(struct tarr *t)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(t->e, &sp);
+	return sp.free_zones;
+}
+
+/* Take an engine table, as a checkpoint does; returns its number. */
+static uint32_t take_table(struct tarr *t, uint8_t **blocks, uint32_t *nr)
+{
+	struct za_engine_stats es;
+	uint32_t snap;
+
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	za_engine_get_stats(t->e, &es);
+	ck_assert_int_eq(za_engine_table_encode(t->e, 1, es.next_seq - 1,
+						blocks, nr, &snap),
+			 0);
+	return snap;
+}
+
+/* Write stripes into @w until @groups groups have been written to (all but
+ * the last are full), at most @max; returns how many. */
+static unsigned fill_groups(struct tarr *t, struct wrec *w, unsigned max,
+			    unsigned groups)
+{
+	unsigned n = 0, seen = 0;
+
+	while (seen < groups) {
+		ck_assert_uint_lt(n, max);
+		ck_assert_int_eq(write_one(t, &w[n], 4), 0);
+		seen += !n || w[n].group_id != w[n - 1].group_id;
+		n++;
+	}
+	while (za_engine_busy(t->e))
+		za_io_run_once(t->io);
+	return n;
+}
+
+/* The first of @w[0..@n) in a group other than @not1 and @not2 and not
+ * the one taking stripes (the last written's). */
+static unsigned other_group(const struct wrec *w, unsigned n, uint64_t not1,
+			    uint64_t not2)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		if (w[i].group_id != not1 && w[i].group_id != not2 &&
+		    w[i].group_id != w[n - 1].group_id)
+			return i;
+	ck_abort_msg("no other full group");
+	return 0;
+}
+
+/*
+ * Zone quarantine (docs/design.md 9.6): a zone released after an engine
+ * table was taken that names it is not handed out again until a table
+ * taken after the release is live; released before any table, or by a
+ * group opened after the last one, it is free at once. Then every zone
+ * a live table gives to a segment holds that segment or nothing, which
+ * is what lets recovery trust the table instead of reading every slot.
+ */
+START_TEST(test_zone_quarantine)
+{
+	struct za_engine_table_stats ts;
+	struct tarr t;
+	static struct wrec w[900];
+	uint8_t *blocks, *blocks2;
+	uint32_t nr, nr2, snap1, snap2;
+	uint64_t before, g1, g2, g3, last_at_snap;
+	unsigned i, n = 0;
+	size_t q;
+
+	rng = 0x9a7aull;
+	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
+	n = fill_groups(&t, w, 600, 3);
+	/* No table yet: nothing can name the zones. */
+	g1 = w[0].group_id;
+	before = free_zones(&t);
+	release_group(&t, g1);
+	ck_assert_uint_eq(za_engine_quarantined(t.e), 0);
+	ck_assert_uint_gt(free_zones(&t), before);
+
+	snap1 = take_table(&t, &blocks, &nr);
+	last_at_snap = w[n - 1].group_id;
+	g2 = w[other_group(w, n, g1, 0)].group_id;
+	before = free_zones(&t);
+	release_group(&t, g2);
+	q = za_engine_quarantined(t.e);
+	ck_assert_uint_gt(q, 0);
+	ck_assert_uint_eq(free_zones(&t), before);
+	/* Its zones are handed to no new segment meanwhile, and the table
+	 * finds them empty, not another segment's. */
+	i = n;
+	n += fill_groups(&t, w + n, 900 - n, 3);
+	ck_assert_int_eq(za_engine_table_check(t.e, blocks, nr, &ts), 0);
+	ck_assert_uint_eq(ts.mismatches, 0);
+	ck_assert_uint_eq(ts.vacated, q);
+	/* The live table is the one taken before the release: it names
+	 * them still. */
+	za_engine_table_live(t.e, snap1);
+	ck_assert_uint_eq(za_engine_quarantined(t.e), q);
+	/* A group opened after the table: in no table, free at once. */
+	for (g3 = 0; i < n - 1 && !g3; i++)
+		if (w[i].group_id > last_at_snap &&
+		    w[i].group_id != w[n - 1].group_id)
+			g3 = w[i].group_id;
+	ck_assert_uint_gt(g3, 0);
+	before = free_zones(&t);
+	release_group(&t, g3);
+	ck_assert_uint_eq(za_engine_quarantined(t.e), q);
+	ck_assert_uint_gt(free_zones(&t), before);
+	/* A table taken after the release goes live: free again. */
+	before = free_zones(&t);
+	snap2 = take_table(&t, &blocks2, &nr2);
+	ck_assert_uint_gt(snap2, snap1);
+	za_engine_table_live(t.e, snap2);
+	ck_assert_uint_eq(za_engine_quarantined(t.e), 0);
+	ck_assert_uint_eq(free_zones(&t), before + q);
+	for (i = 0; i < n; i++)
+		if (w[i].group_id != g1 && w[i].group_id != g2 &&
+		    w[i].group_id != g3)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	free(blocks);
+	free(blocks2);
+	tarr_free(&t);
+}
+END_TEST
+
+/*
+ * The check's teeth: the same release with the quarantine cut short (the
+ * table made live too early, as a bug would) lets new segments take the
+ * released zones, and the table of before the release then tells that a
+ * place it gives is another segment's - what a recovery resting on that
+ * table would have got wrong.
+ */
+START_TEST(test_zone_reuse_detected)
+{
+	struct za_engine_table_stats ts;
+	struct za_seg_info si, old;
+	struct tarr t;
+	static struct wrec w[4000];
+	uint8_t *blocks;
+	uint32_t nr;
+	uint64_t g;
+	unsigned n, c, d;
+	bool reused = false;
+
+	rng = 0x7ee7ull;
+	tarr_make(&t, 8, 3, 2, 4096, 2, 8, 1);
+	n = fill_groups(&t, w, 4000, 3);
+	(void)take_table(&t, &blocks, &nr);
+	c = other_group(w, n, 0, 0);
+	g = w[c].group_id;
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[c].seg_id, &old), 0);
+	release_group(&t, g);
+	ck_assert_uint_gt(za_engine_quarantined(t.e), 0);
+	za_engine_table_live(t.e, UINT32_MAX);
+	ck_assert_uint_eq(za_engine_quarantined(t.e), 0);
+	/* Write until a new segment holds a place of the released one. */
+	while (!reused) {
+		ck_assert_uint_lt(n, 4000);
+		ck_assert_int_eq(write_one(&t, &w[n], 4), 0);
+		ck_assert_int_eq(za_engine_seg_info(t.e, w[n++].seg_id, &si),
+				 0);
+		for (c = 0; c < 5; c++)
+			for (d = 0; d < 5; d++)
+				reused |= si.members[c] == old.members[d] &&
+					  si.zones[c] == old.zones[d];
+	}
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	ck_assert_int_eq(za_engine_table_check(t.e, blocks, nr, &ts), 0);
+	ck_assert_msg(ts.mismatches > 0,
+		      "zones reused under a table that names them, and the "
+		      "check found nothing (%llu places vacated)",
+		      (unsigned long long)ts.vacated);
 	free(blocks);
 	tarr_free(&t);
 }
@@ -2888,6 +3075,8 @@ int main(void)
 	tcase_add_test(tc, test_journal_stream);
 	tcase_add_test(tc, test_restart_reads_bounded);
 	tcase_add_test(tc, test_engine_table_check);
+	tcase_add_test(tc, test_zone_quarantine);
+	tcase_add_test(tc, test_zone_reuse_detected);
 	tcase_add_loop_test(tc, test_rebuild, 0,
 			    sizeof(rgeos) / sizeof(rgeos[0]));
 	tcase_add_test(tc, test_rebuild_interrupted);
