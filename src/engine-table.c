@@ -7,8 +7,10 @@
  * or read anything itself (the volume carries the parts with its
  * checkpoint), and recovery does not use the table yet: the check proves,
  * through every crash test and the fault loop, that the table says what
- * the drives say before recovery comes to depend on it instead of reading
- * a header per slot (docs/design.md 9.6).
+ * the drives say - and that no zone it gives away was written by another
+ * segment, which the quarantine (eng_zone_release()) is there to ensure -
+ * before recovery comes to depend on it instead of reading a header per
+ * slot (docs/design.md 9.6).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -338,7 +338,9 @@ static bool gc_needed(const struct za_volume *v)
 	struct za_engine_space sp;
 
 	za_engine_space(v->eng, &sp);
-	return sp.free_segs < vol_gc_start_segs(&sp);
+	/* Segments in quarantine are free with the next checkpoint: a
+	 * victim more would be moved for nothing (vol_ckpt_for_space()). */
+	return sp.free_segs + sp.quar_segs < vol_gc_start_segs(&sp);
 }
 
 static int gc_collect(void *priv, uint64_t lba, uint64_t n,
@@ -762,6 +764,14 @@ bool za_volume_spare_ok(const struct za_volume *v)
 
 void za_volume_gc_kick(struct za_volume *v)
 {
+	struct za_engine_space sp;
+
+	/* Called by work that needs free zones now (a rebuild waiting at
+	 * za_volume_spare_ok()): what is in quarantine is not, and GC,
+	 * counting it as free, may have nothing to do. */
+	za_engine_space(v->eng, &sp);
+	if (sp.quar_segs && sp.free_segs < vol_gc_start_segs(&sp))
+		vol_ckpt_free_quarantine(v);
 	vol_gc_kick(v);
 }
 
@@ -942,11 +952,21 @@ static void gc_start(struct za_volume *v, bool idle)
  * for it: it starts nothing while they come, and a victim it started is
  * one foreground GC would move the same way.
  */
+/* An idle run is over: the timer stops until the next request, and what
+ * the run left in quarantine is freed by a checkpoint. */
+static void idle_end(struct za_volume *v)
+{
+	vol_gc_idle_set(v, false);
+	gc_run_end(v);
+	vol_ckpt_free_quarantine(v);
+}
+
 static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct za_volume *v = w->data;
 	struct gc *gc = &v->gc;
 	struct za_engine_space sp;
+	uint64_t free_segs;
 	bool quiet = v->user_ops == gc->idle_ops;
 
 	(void)loop;
@@ -964,27 +984,23 @@ static void gc_idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (za_volume_busy(v) || za_engine_busy(v->eng))
 		return;
 	za_engine_space(v->eng, &sp);
-	/* What victims freed waits in quarantine for a checkpoint: idle is
-	 * the time for one (it counts as busy until it is written). */
-	if (za_engine_quarantined(v->eng) && !v->ck.space_failed) {
-		vol_ckpt_free_quarantine(v);
-		return;
-	}
-	if (!gc->idle_runs || sp.free_segs > gc->idle_base) {
-		gc->idle_base = sp.free_segs;
+	/* What victims freed waits in quarantine for a checkpoint: counted
+	 * as free here, and one checkpoint at the end of the run frees it
+	 * (one per victim would write the whole map each time). */
+	free_segs = sp.free_segs + sp.quar_segs;
+	if (!gc->idle_runs || free_segs > gc->idle_base) {
+		gc->idle_base = free_segs;
 		gc->idle_runs = 0;
 	} else if (gc->idle_runs >= GC_IDLE_TRIES) {
 		za_log_debug("gc (idle): %u victims freed nothing; waiting for "
 			     "requests",
 			     gc->idle_runs);
-		vol_gc_idle_set(v, false);
-		gc_run_end(v);
+		idle_end(v);
 		return;
 	}
-	if (sp.free_segs >= 2 * vol_gc_start_segs(&sp) ||
+	if (free_segs >= 2 * vol_gc_start_segs(&sp) ||
 	    !gc_choose(v, GC_IDLE_MAX_U, &gc->victim, &gc->kind)) {
-		vol_gc_idle_set(v, false);
-		gc_run_end(v);
+		idle_end(v);
 		return;
 	}
 	gc->idle_runs++;

@@ -410,10 +410,12 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 }
 
 /*
- * A checkpoint is due to free the zones in quarantine when GC needs room
- * and they hold a write set of segments or more, or the volume is short of
- * space: a GC victim released into quarantine frees nothing until then,
- * while moving its live data took free zones (design.md 9.6).
+ * A checkpoint is due to free the zones in quarantine once free space
+ * comes within a write set of the floor: GC counts them as free (it takes
+ * no victim they would make needless, gc_needed()), and writes take free
+ * zones meanwhile. Not sooner: until checkpoints are incremental each
+ * writes the whole map, and one per victim raised P6's GC figure by 10%
+ * (design.md 9.6).
  */
 bool vol_ckpt_for_space(const struct za_volume *v)
 {
@@ -422,9 +424,10 @@ bool vol_ckpt_for_space(const struct za_volume *v)
 	if (v->ck.space_failed)
 		return false; /* GC goes on; its next victim retries */
 	za_engine_space(v->eng, &sp);
-	if (!sp.quar_segs || sp.free_segs >= vol_gc_start_segs(&sp))
+	if (!sp.quar_segs)
 		return false;
-	return v->critical || sp.quar_segs >= sp.write_set_segs;
+	return v->critical ||
+	       sp.free_segs < vol_gc_floor_segs(&sp) + sp.write_set_segs;
 }
 
 static void ckpt_start(struct za_volume *v, bool for_space)

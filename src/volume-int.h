@@ -204,6 +204,7 @@ int vol_unmap(struct za_volume *v, uint64_t lba, uint64_t n);
 int vol_unmap_ranges(struct za_volume *v, const struct za_journal_range *r,
 		     unsigned nr);
 uint64_t vol_gc_start_segs(const struct za_engine_space *sp);
+uint64_t vol_gc_floor_segs(const struct za_engine_space *sp);
 bool vol_space_critical(struct za_volume *v);
 bool vol_gc_goes_first(const struct za_volume *v);
 void vol_resume_stalled(struct za_volume *v);

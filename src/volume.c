@@ -580,6 +580,12 @@ uint64_t vol_gc_start_segs(const struct za_engine_space *sp)
 	return a > b ? a : b;
 }
 
+/* The floor without the stripes on their way (vol_space_critical()). */
+uint64_t vol_gc_floor_segs(const struct za_engine_space *sp)
+{
+	return gc_write_sets(sp) + 1;
+}
+
 /*
  * Below one write set of free segments, plus room for the data stripes
  * already on their way: each may still need a new segment, and with small
@@ -619,7 +625,7 @@ bool vol_space_critical(struct za_volume *v)
 		jper_seg = 1;
 	on_way = (v->data_inflight + per_seg - 1) / per_seg +
 		 (v->jrnl_inflight + jper_seg - 1) / jper_seg;
-	floor = gc_write_sets(&sp) + 1;
+	floor = vol_gc_floor_segs(&sp);
 	/* And no more stripes on their way than the space above the floor
 	 * holds (always one, so that writes never wait on nothing). */
 	above = sp.free_segs > floor ? sp.free_segs - floor : 0;
