@@ -86,7 +86,7 @@ static void space_of(const struct za_engine *e,
 		     struct za_engine_space *sp)
 {
 	const struct za_stripe_layout *l = &e->streams[0].l;
-	uint64_t *fc, *tc, *qc;
+	uint64_t *fc, *tc, quar = 0;
 	unsigned i, n = 0, w = 0;
 
 	memset(sp, 0, sizeof(*sp));
@@ -94,8 +94,7 @@ static void space_of(const struct za_engine *e,
 		w += writable_if(e, i, change);
 	fc = calloc(e->nr_members, sizeof(*fc));
 	tc = calloc(e->nr_members, sizeof(*tc));
-	qc = calloc(e->nr_members, sizeof(*qc));
-	if (!fc || !tc || !qc)
+	if (!fc || !tc)
 		goto out;
 	for (i = 0; i < e->nr_members; i++) {
 		const struct member *m = &e->m[i];
@@ -104,15 +103,22 @@ static void space_of(const struct za_engine *e,
 			continue;
 		fc[n] = m->free_zones;
 		tc[n] = m->data_zones;
-		qc[n] = fc[n] + m->quar_zones;
+		quar += m->quar_zones;
 		sp->free_zones += fc[n];
 		sp->total_zones += tc[n];
 		n++;
 	}
 	sp->free_segs = eng_segs_from(fc, n, eng_seg_width(l, n));
 	sp->total_segs = eng_segs_from(tc, n, eng_seg_width(l, n));
-	sp->quar_segs =
-		eng_segs_from(qc, n, eng_seg_width(l, n)) - sp->free_segs;
+	/* Space asks on every stripe: the second count only when some zone
+	 * is in quarantine, in the free counts' own array. */
+	if (quar) {
+		for (i = 0, n = 0; i < e->nr_members; i++)
+			if (writable_if(e, i, change))
+				fc[n++] += e->m[i].quar_zones;
+		sp->quar_segs = eng_segs_from(fc, n, eng_seg_width(l, n)) -
+				sp->free_segs;
+	}
 	for (i = 0; i < e->nr_streams; i++) {
 		const struct stream *st = &e->streams[i];
 		unsigned segs = w / st->l.width;
@@ -129,7 +135,6 @@ static void space_of(const struct za_engine *e,
 out:
 	free(fc);
 	free(tc);
-	free(qc);
 }
 
 uint64_t za_engine_member_data_bytes(const struct za_engine *e, unsigned idx)

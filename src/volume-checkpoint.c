@@ -421,7 +421,9 @@ bool vol_ckpt_for_space(const struct za_volume *v)
 {
 	struct za_engine_space sp;
 
-	if (v->ck.space_failed)
+	/* Asked after every stripe (vol_ckpt_kick()): nothing to compute
+	 * while nothing is in quarantine, as is most of the time. */
+	if (v->ck.space_failed || !za_engine_quarantined(v->eng))
 		return false; /* GC goes on; its next victim retries */
 	za_engine_space(v->eng, &sp);
 	if (!sp.quar_segs)
