@@ -154,6 +154,12 @@ struct quar_zone {
 	uint32_t epoch;
 };
 
+/* A list of them, grown by doubling (eng_quar_push()). */
+struct quar_list {
+	struct quar_zone *v;
+	size_t nr, cap;
+};
+
 /* Buckets of a new segment or group table (they double as they fill). */
 #define HASH_MIN 256u
 
@@ -201,12 +207,10 @@ struct za_engine {
 	 * their release to be live, in release order (epochs rising).
 	 */
 	uint32_t tab_epoch;
-	struct quar_zone *quar;
-	size_t nr_quar, cap_quar;
+	struct quar_list quar;
 	/* Recovery: the loaded table's places its segments no longer hold
 	 * (za_engine_table_check()), quarantined once recovery ends. */
-	struct quar_zone *rec_quar;
-	size_t nr_rec_quar;
+	struct quar_list rec_quar;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;
@@ -289,6 +293,8 @@ void eng_zone_give_back(struct member *m, uint32_t z);
 void eng_zone_release(struct za_engine *e, const struct za_segment *g,
 		      unsigned mi, uint32_t z);
 bool eng_quar_add(struct za_engine *e, unsigned mi, uint32_t z, uint32_t epoch);
+bool eng_quar_push(struct quar_list *l, struct quar_zone q);
+void eng_quar_clear(struct quar_list *l);
 bool eng_better(const struct za_engine *e, unsigned a, unsigned b);
 bool eng_group_degraded(const struct group *grp);
 void eng_pairs_add(struct za_engine *e, const struct za_segment *g, int d);

@@ -35,6 +35,28 @@ void eng_zone_give_back(struct member *m, uint32_t z)
 	}
 }
 
+/* Append @q to @l; false (@l unchanged) without memory. */
+bool eng_quar_push(struct quar_list *l, struct quar_zone q)
+{
+	if (l->nr == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct quar_zone *n = realloc(l->v, cap * sizeof(*n));
+
+		if (!n)
+			return false;
+		l->v = n;
+		l->cap = cap;
+	}
+	l->v[l->nr++] = q;
+	return true;
+}
+
+void eng_quar_clear(struct quar_list *l)
+{
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
 /*
  * Zone @z of member @mi (free or used, not counted free any more) goes
  * into quarantine until a table numbered above @epoch is live. Returns
@@ -44,20 +66,10 @@ bool eng_quar_add(struct za_engine *e, unsigned mi, uint32_t z, uint32_t epoch)
 {
 	struct member *m = &e->m[mi];
 
-	if (e->nr_quar == e->cap_quar) {
-		size_t cap = e->cap_quar ? 2 * e->cap_quar : 64;
-		struct quar_zone *n = realloc(e->quar, cap * sizeof(*n));
-
-		if (!n)
-			return false;
-		e->quar = n;
-		e->cap_quar = cap;
-	}
-	e->quar[e->nr_quar++] = (struct quar_zone){
-		.zone = z,
-		.member = (uint16_t)mi,
-		.epoch = epoch,
-	};
+	if (!eng_quar_push(&e->quar, (struct quar_zone){ .zone = z,
+							 .member = (uint16_t)mi,
+							 .epoch = epoch }))
+		return false;
 	m->zkind[z] = Z_QUARANTINE;
 	m->quar_zones++;
 	return true;
@@ -97,12 +109,12 @@ void za_engine_table_live(struct za_engine *e, uint32_t snap)
 {
 	size_t i, o;
 
-	for (i = 0, o = 0; i < e->nr_quar; i++) {
-		const struct quar_zone *q = &e->quar[i];
+	for (i = 0, o = 0; i < e->quar.nr; i++) {
+		const struct quar_zone *q = &e->quar.v[i];
 		struct member *m = &e->m[q->member];
 
 		if (q->epoch >= snap) {
-			e->quar[o++] = *q;
+			e->quar.v[o++] = *q;
 			continue;
 		}
 		if (m->zkind && m->zkind[q->zone] == Z_QUARANTINE) {
@@ -111,12 +123,12 @@ void za_engine_table_live(struct za_engine *e, uint32_t snap)
 			m->quar_zones--;
 		}
 	}
-	e->nr_quar = o;
+	e->quar.nr = o;
 }
 
 size_t za_engine_quarantine_break(struct za_engine *e)
 {
-	size_t n = e->nr_quar;
+	size_t n = e->quar.nr;
 
 	za_engine_table_live(e, UINT32_MAX);
 	return n;
@@ -124,7 +136,7 @@ size_t za_engine_quarantine_break(struct za_engine *e)
 
 size_t za_engine_quarantined(const struct za_engine *e)
 {
-	return e->nr_quar;
+	return e->quar.nr;
 }
 
 static uint32_t take_zone(struct member *m)

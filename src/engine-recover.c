@@ -823,8 +823,8 @@ static void rec_quarantine(struct za_engine *e)
 {
 	size_t i;
 
-	for (i = 0; i < e->nr_rec_quar; i++) {
-		const struct quar_zone *q = &e->rec_quar[i];
+	for (i = 0; i < e->rec_quar.nr; i++) {
+		const struct quar_zone *q = &e->rec_quar.v[i];
 		struct member *m = &e->m[q->member];
 
 		if (!eng_readable(m) || !m->zkind ||
@@ -836,9 +836,7 @@ static void rec_quarantine(struct za_engine *e)
 			m->zkind[q->zone] = Z_USED;
 		m->free_zones--;
 	}
-	free(e->rec_quar);
-	e->rec_quar = NULL;
-	e->nr_rec_quar = 0;
+	eng_quar_clear(&e->rec_quar);
 }
 
 int za_engine_recover_from(
@@ -1035,9 +1033,7 @@ int za_engine_recover_from(
 	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
 		    (unsigned long long)e->seq);
 out:
-	free(e->rec_quar);
-	e->rec_quar = NULL;
-	e->nr_rec_quar = 0;
+	eng_quar_clear(&e->rec_quar);
 	e->progress = NULL; /* the assembly's: not kept past it */
 	rec_free_wps(e);
 	free(lbas);

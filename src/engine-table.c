@@ -161,18 +161,9 @@ static int vacated(struct za_engine *e, uint64_t seg_id, uint16_t mi,
 	m = &e->m[mi];
 	if (!eng_readable(m) || !m->zkind)
 		return 0; /* its zones are not handed out */
-	if (e->nr_rec_quar % 64 == 0) {
-		struct quar_zone *n = realloc(
-			e->rec_quar, (e->nr_rec_quar + 64) * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		e->rec_quar = n;
-	}
-	e->rec_quar[e->nr_rec_quar++] = (struct quar_zone){
-		.zone = z,
-		.member = mi,
-	};
+	if (!eng_quar_push(&e->rec_quar,
+			   (struct quar_zone){ .zone = z, .member = mi }))
+		return -ENOMEM;
 	if (m->zkind[z] != Z_USED)
 		return 0;
 	za_log_warn("recovery: engine table: %s zone %u was segment %llu's "
@@ -272,9 +263,7 @@ int za_engine_table_check(struct za_engine *e, const uint8_t *blocks,
 	int ret = 0;
 
 	memset(out, 0, sizeof(*out));
-	free(e->rec_quar);
-	e->rec_quar = NULL;
-	e->nr_rec_quar = 0;
+	eng_quar_clear(&e->rec_quar);
 	p = malloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -410,11 +399,9 @@ int za_engine_table_check(struct za_engine *e, const uint8_t *blocks,
 	free(seen);
 	free(tg.g);
 	free(p);
-	if (ret) {
-		free(e->rec_quar);
-		e->rec_quar = NULL;
-		e->nr_rec_quar = 0;
-	} else if (!e->tab_epoch) {
+	if (ret)
+		eng_quar_clear(&e->rec_quar);
+	else if (!e->tab_epoch) {
 		/* The segments recovery found are named by a table now. */
 		e->tab_epoch = 1;
 	}

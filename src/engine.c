@@ -565,8 +565,8 @@ void za_engine_free(struct za_engine *e)
 		free(e->m[i].zcap_blk);
 		eng_member_wps_free(&e->m[i]);
 	}
-	free(e->quar);
-	free(e->rec_quar);
+	eng_quar_clear(&e->quar);
+	eng_quar_clear(&e->rec_quar);
 	free(e->m);
 	free(e->pairs);
 	free(e);
@@ -871,7 +871,7 @@ void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st)
 		if (e->streams[i].cur)
 			st->open_segs += e->streams[i].cur->w;
 	st->free_zones = 0;
-	st->quarantined_zones = e->nr_quar;
+	st->quarantined_zones = e->quar.nr;
 	for (i = 0; i < e->nr_members; i++)
 		if (eng_writable(&e->m[i]))
 			st->free_zones += e->m[i].free_zones;
