@@ -2,8 +2,8 @@
 /*
  * make-seeds.c - writes the committed seed corpora, fuzz/corpus/<target>/:
  * small valid inputs made with zarray's own encoders (stripe headers,
- * checkpoints, engine tables, superblocks, protobuf messages, emulated
- * drive files) or written out
+ * checkpoints, engine tables, checkpoint anchors, superblocks, protobuf
+ * messages, emulated drive files) or written out
  * byte by byte from the protocol (NBD), and near-valid ones that each
  * break one rule, so that the fuzzers and the replay test start next to
  * every check.
@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "anchor.h"
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crc.h"
@@ -795,6 +796,178 @@ static void seeds_etab(void)
 	seed("etab", "widths-mixed", 0, a, n * ET_BLK);
 	free(p);
 	free(q);
+}
+
+/* ---- checkpoint anchors ---- */
+
+/* The anchor's fixture (tests/unit/test-anchor.c has the same):
+ * checkpoint 9 at S 1000, 5 parts, generation 3; slot 0 segment 11 (group
+ * 4, first stripe 2, members 0 1 2, zones 10 11 12), slot 1 segment 12
+ * (group 4, members 3 absent 5, zones 20 0 22); slot 2 unused. */
+static void anchor_fixture(struct za_anchor *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ckpt_id = 9;
+	a->seq = 1000;
+	a->nr_parts = 5;
+	a->generation = 3;
+	a->nr_segs = 2;
+	a->segs[0] = (struct za_anchor_seg){ .seg_id = 11,
+					     .group_id = 4,
+					     .first_stripe = 2,
+					     .width = 3,
+					     .members = { 0, 1, 2 },
+					     .zones = { 10, 11, 12 } };
+	a->segs[1] = (struct za_anchor_seg){
+		.seg_id = 12,
+		.group_id = 4,
+		.width = 3,
+		.members = { 3, ZA_STRIPE_MEMBER_ABSENT, 5 },
+		.zones = { 20, 0, 22 }
+	};
+}
+
+/* @nr_segs segments of @width columns each, column @absent (if below the
+ * width) lost; ids and places made up from @id. */
+static void anchor_shape(struct za_anchor *a, uint64_t id, uint8_t nr_segs,
+			 uint8_t width, unsigned absent)
+{
+	unsigned i, c;
+
+	memset(a, 0, sizeof(*a));
+	a->ckpt_id = id;
+	a->seq = 1000 * id;
+	a->nr_parts = 2 + (uint32_t)id;
+	a->generation = (uint32_t)id;
+	a->nr_segs = nr_segs;
+	for (i = 0; i < nr_segs; i++) {
+		struct za_anchor_seg *s = &a->segs[i];
+
+		s->seg_id = 100 * id + i;
+		s->group_id = 10 * id + i;
+		s->first_stripe = i ? 0 : (uint32_t)id;
+		s->width = width;
+		for (c = 0; c < width; c++) {
+			if (c == absent) {
+				s->members[c] = ZA_STRIPE_MEMBER_ABSENT;
+				continue;
+			}
+			s->members[c] = (uint16_t)(3 * i + 5 * c);
+			s->zones[c] = 2 + 7 * i + c;
+		}
+	}
+}
+
+static void anchor_seed(const char *name, const struct za_anchor *a)
+{
+	uint8_t b[ZA_ANCHOR_BYTES];
+
+	if (za_anchor_encode(a, b))
+		die(name);
+	seed("anchor", name, 0, b, trim_zeroes(b, sizeof(b)));
+}
+
+static void seeds_anchor(void)
+{
+	/* One field each, of the fixture (mode 1: CRC fixed). */
+	static const struct {
+		const char *name;
+		unsigned off, len;
+		uint64_t val;
+	} breaks[] = {
+		{ "flag-unknown", 8, 4, 0x2 },
+		{ "nr-parts-zero", 12, 4, 0 },
+		{ "no-ckpt-with-parts", 16, 8, 0 },
+		{ "nr-segs-four", 36, 1, 4 },
+		{ "nr-segs-empty-slot", 36, 1, 3 },
+		{ "nr-segs-slot-left", 36, 1, 1 },
+		{ "reserved-6", 6, 2, 1 },
+		{ "reserved-37", 37, 1, 1 },
+		{ "reserved-232", 232, 1, 1 },
+		{ "reserved-251", 251, 1, 1 },
+		{ "width-zero", 60, 1, 0 },
+		{ "width-eight", 60, 1, 8 },
+		{ "width-short", 60, 1, 2 },
+		{ "slot-reserved-21", 61, 1, 1 },
+		{ "member-1025", 62, 2, 1025 },
+		{ "absent-with-zone", 62, 2, ZA_STRIPE_MEMBER_ABSENT },
+		{ "absent-given-zone", 144, 4, 1 },
+		{ "member-twice", 64, 2, 0 },
+		{ "member-past-width", 68, 2, 7 },
+		{ "zone-past-width", 100, 4, 1 },
+		{ "seg-id-twice", 104, 8, 11 },
+		{ "unused-slot", 168, 8, 13 },
+	};
+	struct za_anchor a;
+	uint8_t fx[ZA_ANCHOR_BYTES], b[ZA_ANCHOR_BYTES];
+	unsigned i;
+
+	anchor_fixture(&a);
+	anchor_seed("fixture", &a);
+	if (za_anchor_encode(&a, fx))
+		die("anchor fixture");
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, fx, sizeof(b));
+		etab_put(b + breaks[i].off, breaks[i].len, breaks[i].val);
+		seed("anchor", breaks[i].name, 1, b, sizeof(b));
+	}
+	/* No checkpoint, with a seq (mode 1). */
+	memset(&a, 0, sizeof(a));
+	a.generation = 1;
+	if (za_anchor_encode(&a, b))
+		die("anchor none");
+	etab_put(b + 24, 8, 1);
+	seed("anchor", "no-ckpt-with-seq", 1, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[100] ^= 1;
+	seed("anchor", "bad-crc", 0, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[0] = 'X';
+	seed("anchor", "bad-magic", 0, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[4] = 2;
+	seed("anchor", "bad-version", 0, b, sizeof(b));
+	seed("anchor", "short", 0, fx, 100);
+	seed("anchor", "all-zero", 0, NULL, 0);
+	memset(b, 0, sizeof(b));
+	seed("anchor", "all-zero-crc-fixed", 1, b, sizeof(b));
+
+	/* A valid anchor of each shape. */
+	memset(&a, 0, sizeof(a));
+	anchor_seed("none", &a);
+	a.flags = ZA_ANCHOR_REVOKED;
+	a.generation = 2;
+	anchor_seed("none-revoked", &a);
+	anchor_shape(&a, 1, 0, 0, 0);
+	anchor_seed("not-anchored", &a);
+	anchor_shape(&a, 2, 1, 1, 7);
+	anchor_seed("one-seg-width-1", &a);
+	anchor_shape(&a, 3, 2, 4, 7);
+	anchor_seed("two-segs-width-4", &a);
+	anchor_shape(&a, 4, 3, 7, 7);
+	anchor_seed("three-segs-width-7", &a);
+	anchor_shape(&a, 5, 3, 7, 2);
+	anchor_seed("absent-columns", &a);
+	anchor_shape(&a, 6, 2, 3, 0);
+	a.flags = ZA_ANCHOR_REVOKED;
+	anchor_seed("revoked", &a);
+	anchor_shape(&a, 7, 3, 7, 6);
+	a.ckpt_id = UINT64_MAX;
+	a.seq = UINT64_MAX;
+	a.nr_parts = UINT32_MAX;
+	a.generation = UINT32_MAX;
+	for (i = 0; i < 3; i++) {
+		unsigned c;
+
+		a.segs[i].seg_id = UINT64_MAX - i;
+		a.segs[i].group_id = UINT64_MAX;
+		a.segs[i].first_stripe = UINT32_MAX;
+		for (c = 0; c < 6; c++) {
+			a.segs[i].members[c] = (uint16_t)(1023 - c);
+			a.segs[i].zones[c] = UINT32_MAX;
+		}
+	}
+	anchor_seed("limits", &a);
 }
 
 /* ---- superblocks ---- */
@@ -1784,6 +1957,7 @@ int main(int argc, char **argv)
 	seeds_stripe();
 	seeds_checkpoint();
 	seeds_etab();
+	seeds_anchor();
 	seeds_journal();
 	seeds_sb();
 	seeds_sb_assemble();
