@@ -266,7 +266,8 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"checkpoint\":{\"written\":%llu,\"failed\":%llu,"
 		"\"seq\":%llu,\"table_segments\":%llu,"
 		"\"table_mismatches\":%llu,\"quarantined_zones\":%llu,"
-		"\"quarantine_breaks\":%llu},"
+		"\"quarantine_breaks\":%llu,\"anchored\":%s,"
+		"\"anchor_mismatches\":%llu},"
 		"\"recovered_stripes\":%llu}",
 		(unsigned long long)v->live_bytes,
 		(unsigned long long)v->read_bytes,
@@ -296,6 +297,10 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 					     0),
 		(unsigned long long)(v->has_quarantine_breaks ?
 					     v->quarantine_breaks :
+					     0),
+		v->has_anchored && v->anchored ? "true" : "false",
+		(unsigned long long)(v->has_anchor_mismatches ?
+					     v->anchor_mismatches :
 					     0),
 		(unsigned long long)v->recovered_stripes);
 }

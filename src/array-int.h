@@ -42,6 +42,9 @@ struct za_array {
 	unsigned sb_pending;
 	uint64_t sb_written; /* superblock writes that completed */
 	bool sb_dirty;
+	/* The volume's checkpoint anchor waits for a round (anchor_wait),
+	 * or rides in the one in flight (anchor_in_round). */
+	bool anchor_wait, anchor_in_round;
 	bool stopping;
 	/* The scrub's state, for its owner to keep across restarts. */
 	void (*scrub_save)(void *priv, const struct za_array_scrub_save *s);
@@ -67,5 +70,6 @@ int arr_replacement_of(const struct za_array *a, unsigned i);
 bool arr_replaces_abandon(struct za_array *a);
 bool arr_same_file(const struct stat *x, const struct stat *y);
 void arr_sb_round(struct za_array *a);
+void arr_anchor(void *priv, const uint8_t *rec);
 
 #endif /* ZA_ARRAY_INT_H */

@@ -28,6 +28,23 @@
 
 void arr_sb_round(struct za_array *a);
 
+/*
+ * A round has ended: every member in service has the record or has
+ * failed. An anchor it carried is durable where assembly looks
+ * (design.md 9.6).
+ */
+static void sb_round_end(struct za_array *a)
+{
+	if (a->anchor_in_round) {
+		a->anchor_in_round = false;
+		a->anchor_wait = false;
+		if (a->vol)
+			za_volume_anchored(a->vol);
+	}
+	if (a->sb_dirty && !a->sb_pending)
+		arr_sb_round(a);
+}
+
 static void sb_write_done(struct za_sb_write_op *op, int result)
 {
 	struct za_array *a = op->priv;
@@ -41,8 +58,8 @@ static void sb_write_done(struct za_sb_write_op *op, int result)
 	} else {
 		a->sb_written++;
 	}
-	if (--a->sb_pending == 0 && a->sb_dirty)
-		arr_sb_round(a);
+	if (--a->sb_pending == 0)
+		sb_round_end(a);
 }
 
 /*
@@ -144,6 +161,7 @@ void arr_sb_round(struct za_array *a)
 		return;
 	}
 	a->sb_dirty = false;
+	a->anchor_in_round = a->anchor_wait;
 	a->sb->generation++;
 	for (i = 0; i < a->nr_members; i++)
 		a->sb->members[i].state = a->states[i];
@@ -164,6 +182,19 @@ void arr_sb_round(struct za_array *a)
 				   a->paths[i]);
 		}
 	}
+	/* No member in service: nothing to wait for. */
+	if (!a->sb_pending)
+		sb_round_end(a);
+}
+
+/* za_volume_params.anchor: the next round carries the anchor. */
+void arr_anchor(void *priv, const uint8_t *rec)
+{
+	struct za_array *a = priv;
+
+	memcpy(a->sb->volume_meta, rec, sizeof(a->sb->volume_meta));
+	a->anchor_wait = true;
+	arr_sb_round(a);
 }
 
 int za_array_fail(struct za_array *a, const char *path, char *err,

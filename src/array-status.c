@@ -52,6 +52,8 @@ static void volume_status(const struct za_volume *v,
 	o->table_mismatches = vs.etab_mismatches;
 	o->quarantined_zones = vs.quarantined_zones;
 	o->quarantine_breaks = vs.quarantine_breaks;
+	o->anchored = vs.anchored;
+	o->anchor_mismatches = vs.anchor_mismatches;
 }
 
 /* What every kind of job shows, from the job core's progress. */

@@ -250,6 +250,10 @@ static int volume_start(struct za_array *a)
 	/* Garbage collected while idle, so that writes after a quiet spell
 	 * find room (docs/design.md 10.1). */
 	vp.idle_gc_ms = a->pol.idle_gc_ms;
+	/* Checkpoints are live once the superblocks name them (9.6). */
+	vp.anchor = arr_anchor;
+	vp.anchor_priv = a;
+	vp.anchor_rec = a->sb->volume_meta;
 	return za_volume_new(a->io, &vp, &a->vol);
 }
 

@@ -138,6 +138,8 @@ struct za_array_volume_status {
 	uint64_t table_segments, table_mismatches;
 	uint64_t quarantined_zones; /* free with the next checkpoint */
 	uint64_t quarantine_breaks; /* freed early: no room for one */
+	bool anchored; /* the superblocks name the live checkpoint */
+	uint64_t anchor_mismatches; /* the anchor vs the drives at assembly */
 };
 
 struct za_array_job_status {

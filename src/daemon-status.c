@@ -172,6 +172,9 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->quarantined_zones = s->quarantined_zones;
 	m->has_quarantine_breaks = true;
 	m->quarantine_breaks = s->quarantine_breaks;
+	m->has_anchored = m->has_anchor_mismatches = true;
+	m->anchored = s->anchored;
+	m->anchor_mismatches = s->anchor_mismatches;
 	return m;
 }
 

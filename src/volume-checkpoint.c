@@ -15,6 +15,7 @@
  * engine-recover.c); and it does not reclaim superseded parts (gc.c
  * releases their groups like any garbage).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,17 +53,24 @@
  *      memory, in one go on the loop thread, and lets writes go on;
  *   3. writes the parts as metadata stripes of its own stream (k = 1, p+1
  *      copies on distinct members, like the journal), a few at a time;
- *   4. flushes the drives; only then does it supersede the previous one,
+ *   4. flushes the drives;
+ *   5. has its anchor - its id, S, and the segments holding its parts -
+ *      written into every member's superblock (za_volume_params.anchor,
+ *      design.md 9.6); only then does it supersede the previous one,
  *      whose parts become garbage for GC to reclaim.
  *
- *   writes ......|held|.......................................
+ *   writes ......|held|............................................
  *   flush         [==]                      (S fixed here)
  *   parts              [p0][p1][p2]...[pn-1]
- *   flush                                   [==] -> live; previous: garbage
+ *   flush                                   [==]
+ *   superblocks                                 [==] -> live; previous:
+ *                                                       garbage
  *
  * A crash before step 4 leaves a torn or unflushed checkpoint: recovery
  * finds it incomplete and falls back to the previous one, which is still
- * live, or to a full replay. Live parts are counted per group like live
+ * live, or to a full replay. A crash between 4 and the end of 5 leaves it
+ * whole but not named: recovery loads the one the superblocks name (the
+ * previous one, still whole) and replays more. Live parts are counted per group like live
  * blocks so GC never takes them; a group holding only superseded or torn
  * parts has no live count and is released without moving anything.
  */
@@ -109,6 +117,22 @@ static void ckpt_drop_parts(struct za_volume *v, const uint64_t *groups,
 	}
 }
 
+static void ckpt_end_finish(struct za_volume *v, int err);
+static void anchor_send(struct za_volume *v);
+
+/* Free the quarantine now: out of room for the checkpoint that would. */
+static void ckpt_quarantine_break(struct za_volume *v)
+{
+	size_t n = za_engine_quarantine_break(v->eng);
+
+	v->st.quarantine_breaks++;
+	za_log_warn("volume: no room for a checkpoint: %zu zones left "
+		    "quarantine early; until the next checkpoint, the engine "
+		    "table of checkpoint %llu may name zones others write%s",
+		    n, (unsigned long long)v->ck.live_id,
+		    v->ck.anchor ? " (its anchor says so)" : "");
+}
+
 static void ckpt_end(struct za_volume *v, int err)
 {
 	struct ckpt *c = &v->ck;
@@ -118,21 +142,32 @@ static void ckpt_end(struct za_volume *v, int err)
 	/*
 	 * No room for the checkpoint that would free the zones in
 	 * quarantine, and short of space: GC's next victim would only add to
-	 * them, and writes fail. Free them now, and say what it costs.
+	 * them, and writes fail. Free them now, and say what it costs. With
+	 * anchors, the superblocks first say that the live table is not to
+	 * be trusted (design.md 9.6): a freed zone may be written as soon as
+	 * it is free, and a recovery that trusted the table then would take
+	 * the new data for the old segment's.
 	 */
 	if (c->for_space && err == -ENOSPC && v->critical) {
-		size_t n = za_engine_quarantine_break(v->eng);
-
-		v->st.quarantine_breaks++;
-		za_log_warn("volume: no room for a checkpoint: %zu zones left "
-			    "quarantine early; until the next checkpoint, the "
-			    "engine table of checkpoint %llu may name zones "
-			    "others write",
-			    n, (unsigned long long)c->live_id);
+		if (c->anchor) {
+			c->state = CK_REVOKE;
+			c->revoke_err = err;
+			c->next_anchor = c->live_anchor;
+			c->next_anchor.flags |= ZA_ANCHOR_REVOKED;
+			anchor_send(v);
+			return;
+		}
+		ckpt_quarantine_break(v);
 		c->space_failed = false;
 	}
-	c->for_space = false;
+	ckpt_end_finish(v, err);
+}
 
+static void ckpt_end_finish(struct za_volume *v, int err)
+{
+	struct ckpt *c = &v->ck;
+
+	c->for_space = false;
 	if (err) {
 		if (c->part_group)
 			ckpt_drop_parts(v, c->part_group, c->done_parts);
@@ -145,6 +180,8 @@ static void ckpt_end(struct za_volume *v, int err)
 	c->blocks = NULL;
 	free(c->part_group);
 	c->part_group = NULL;
+	free(c->part_pos);
+	c->part_pos = NULL;
 	c->nr_parts = c->next_part = c->done_parts = 0;
 	c->state = CK_IDLE;
 	ckpt_answer(&c->cur_waiters, err);
@@ -154,31 +191,159 @@ static void ckpt_end(struct za_volume *v, int err)
 	vol_ckpt_kick(v);
 }
 
+/* The checkpoint just written supersedes the previous one. */
+static void ckpt_live(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	ckpt_drop_parts(v, c->live_groups, c->live_nr);
+	free(c->live_groups);
+	c->live_groups = c->part_group;
+	c->part_group = NULL;
+	c->live_nr = c->nr_parts;
+	c->live_id = c->id;
+	c->live_seq = c->seq;
+	c->live_gen = c->snap_gen;
+	c->space_failed = false;
+	v->st.checkpoints++;
+	/* No recovery loads an older table now: zones released before this
+	 * one was taken leave quarantine. */
+	za_engine_table_live(v->eng, c->tab_snap);
+	za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts%s",
+		     (unsigned long long)c->id, (unsigned long long)c->seq,
+		     c->nr_parts, c->anchor ? ", anchored" : "");
+}
+
+/*
+ * Add the segment holding stripe @stripe_idx of segment @seg_id (group
+ * @group_id) to @a's list. 0, or -E2BIG when a fourth segment would be
+ * needed (the checkpoint is then not placed: recovery scans).
+ */
+static int anchor_seg_add(struct za_anchor *a, uint64_t seg_id,
+			  uint64_t group_id, uint32_t stripe_idx)
+{
+	unsigned i;
+
+	for (i = 0; i < a->nr_segs; i++)
+		if (a->segs[i].seg_id == seg_id) {
+			if (stripe_idx < a->segs[i].first_stripe)
+				a->segs[i].first_stripe = stripe_idx;
+			return 0;
+		}
+	if (a->nr_segs == ZA_ANCHOR_MAX_SEGS)
+		return -E2BIG;
+	a->segs[a->nr_segs].seg_id = seg_id;
+	a->segs[a->nr_segs].group_id = group_id;
+	a->segs[a->nr_segs].first_stripe = stripe_idx;
+	a->nr_segs++;
+	return 0;
+}
+
+/*
+ * The segments holding the parts at @group[i], @pos[i] (@n parts) and
+ * their columns' places now, into @a (ckpt_id etc. set by the caller).
+ * A part that cannot be located, or parts in more segments than an
+ * anchor holds, leave the checkpoint unplaced (nr_segs 0).
+ */
+static void anchor_place(const struct za_volume *v, struct za_anchor *a,
+			 const uint64_t *group, const uint64_t *pos, uint32_t n)
+{
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(v->eng, v->ck.stream);
+	unsigned width = l->k + l->p, i, j;
+	struct za_seg_info si;
+	uint64_t seg_id;
+	uint32_t sidx;
+
+	a->nr_segs = 0;
+	memset(a->segs, 0, sizeof(a->segs));
+	if (width > ZA_ANCHOR_MAX_WIDTH)
+		return;
+	for (i = 0; i < n; i++)
+		if (za_engine_group_locate(v->eng, group[i], pos[i], &seg_id,
+					   &sidx) ||
+		    anchor_seg_add(a, seg_id, group[i], sidx))
+			goto unplaced;
+	for (i = 0; i < a->nr_segs; i++) {
+		struct za_anchor_seg *as = &a->segs[i];
+
+		if (za_engine_seg_info(v->eng, as->seg_id, &si))
+			goto unplaced;
+		as->width = (uint8_t)width;
+		for (j = 0; j < width; j++) {
+			as->members[j] = si.members[j];
+			as->zones[j] = si.members[j] ==
+						       ZA_STRIPE_MEMBER_ABSENT ?
+					       0 :
+					       si.zones[j];
+		}
+	}
+	return;
+unplaced:
+	a->nr_segs = 0;
+	memset(a->segs, 0, sizeof(a->segs));
+}
+
+/* Hand c->next_anchor to the owner; za_volume_anchored() comes back. */
+static void anchor_send(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	uint8_t rec[ZA_ANCHOR_BYTES];
+	int ret;
+
+	c->next_anchor.generation = c->live_anchor.generation + 1;
+	ret = za_anchor_encode(&c->next_anchor, rec);
+	/* Built here from the engine's own state: always in range. */
+	assert(!ret);
+	(void)ret;
+	c->anchor(c->anchor_priv, rec);
+}
+
+void za_volume_anchored(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	assert(c->state == CK_ANCHOR || c->state == CK_REVOKE);
+	c->live_anchor = c->next_anchor;
+	v->st.anchors++;
+	if (c->state == CK_ANCHOR) {
+		ckpt_live(v);
+		ckpt_end(v, 0);
+		return;
+	}
+	ckpt_quarantine_break(v);
+	c->space_failed = false;
+	ckpt_end_finish(v, c->revoke_err);
+}
+
 static void ckpt_flushed(struct za_engine_flush *f, int result)
 {
 	struct za_volume *v = f->priv;
 	struct ckpt *c = &v->ck;
+	struct za_anchor *a = &c->next_anchor;
 
-	if (!result) {
-		/* Complete and durable: it supersedes the previous one. */
-		ckpt_drop_parts(v, c->live_groups, c->live_nr);
-		free(c->live_groups);
-		c->live_groups = c->part_group;
-		c->part_group = NULL;
-		c->live_nr = c->nr_parts;
-		c->live_id = c->id;
-		c->live_seq = c->seq;
-		c->live_gen = c->snap_gen;
-		c->space_failed = false;
-		v->st.checkpoints++;
-		/* No recovery loads an older table now: zones released before
-		 * this one was taken leave quarantine. */
-		za_engine_table_live(v->eng, c->tab_snap);
-		za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts",
-			     (unsigned long long)c->id,
-			     (unsigned long long)c->seq, c->nr_parts);
+	if (result) {
+		ckpt_end(v, result);
+		return;
 	}
-	ckpt_end(v, result);
+	if (!c->anchor) {
+		/* Complete and durable: it supersedes the previous one. */
+		ckpt_live(v);
+		ckpt_end(v, 0);
+		return;
+	}
+	/*
+	 * Complete and durable, but live only once the superblocks say so:
+	 * a crash before then finds the previous anchor, and the previous
+	 * checkpoint still whole (design.md 9.6).
+	 */
+	memset(a, 0, sizeof(*a));
+	a->ckpt_id = c->id;
+	a->seq = c->seq;
+	a->nr_parts = c->nr_parts;
+	anchor_place(v, a, c->part_group, c->part_pos, c->done_parts);
+	c->state = CK_ANCHOR;
+	anchor_send(v);
 }
 
 static void ckpt_part_done(struct za_stripe_w *s, int result)
@@ -194,7 +359,8 @@ static void ckpt_part_done(struct za_stripe_w *s, int result)
 		 * of the checkpoint being written either. */
 		if (l)
 			vol_live_add(v, l, 1);
-		c->part_group[c->done_parts++] = s->group_id;
+		c->part_group[c->done_parts] = s->group_id;
+		c->part_pos[c->done_parts++] = s->group_pos;
 	} else if (!c->error) {
 		c->error = result;
 	}
@@ -333,7 +499,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	w = malloc(sizeof(*w));
 	c->blocks = malloc(((size_t)parts + tparts) * ZA_CKPT_BLOCK_BYTES);
 	c->part_group = calloc((size_t)parts + tparts, sizeof(*c->part_group));
-	if (!w || !c->blocks || !c->part_group) {
+	c->part_pos = calloc((size_t)parts + tparts, sizeof(*c->part_pos));
+	if (!w || !c->blocks || !c->part_group || !c->part_pos) {
 		free(w);
 		free(tblocks);
 		return -ENOMEM;
@@ -792,6 +959,113 @@ static int ckpt_table_check(struct rec_vol *rv, const struct ck_cand *c)
 	return 0;
 }
 
+/*
+ * The anchor assembly found (design.md 9.6): into @an (zeroed when there
+ * is none or it is not valid) and the live anchor. True if recovery must
+ * load the checkpoint it names rather than any newer one.
+ */
+static bool rec_anchor_read(struct za_volume *v, struct za_anchor *an)
+{
+	int ret;
+
+	memset(an, 0, sizeof(*an));
+	if (!v->ck.anchor_rec)
+		return false;
+	ret = za_anchor_decode(v->ck.anchor_rec, an);
+	if (ret == -ENOENT)
+		return false; /* none written yet, or an array made before */
+	if (ret) {
+		/* The superblock's CRC held: written so by us, a bug. */
+		za_log_warn("recovery: the checkpoint anchor in the "
+			    "superblocks is not valid (%s): the latest "
+			    "complete checkpoint is loaded",
+			    strerror(-ret));
+		v->st.anchor_mismatches++;
+		memset(an, 0, sizeof(*an));
+		return false;
+	}
+	v->ck.live_anchor = *an;
+	return an->ckpt_id && !v->ck.recover_full;
+}
+
+/*
+ * The checkpoint recovery loaded (@got, NULL: none) against the anchor:
+ * the one it names must be whole on the drives (it is not superseded
+ * before a newer one is anchored), its parts in the segments it names.
+ * Only counted for now: recovery does not rest on it yet (design.md 9.6).
+ */
+static void rec_anchor_check(struct za_volume *v, const struct za_anchor *an,
+			     const struct ck_cand *got)
+{
+	struct za_anchor found = { 0 };
+	struct za_seg_info si;
+	unsigned i, j, stale = 0;
+
+	if (!got || got->id != an->ckpt_id) {
+		za_log_warn("recovery: the anchored checkpoint %llu (sequence "
+			    "%llu) is not whole on the drives; %s",
+			    (unsigned long long)an->ckpt_id,
+			    (unsigned long long)an->seq,
+			    got ? "an older one was loaded" :
+				  "every stripe is replayed");
+		v->st.anchor_mismatches++;
+		return;
+	}
+	if (got->seq != an->seq ||
+	    got->nr_parts + got->nr_table != an->nr_parts) {
+		za_log_warn("recovery: checkpoint %llu: sequence %llu and %u "
+			    "parts on the drives, %llu and %u in its anchor",
+			    (unsigned long long)got->id,
+			    (unsigned long long)got->seq,
+			    got->nr_parts + got->nr_table,
+			    (unsigned long long)an->seq, an->nr_parts);
+		v->st.anchor_mismatches++;
+		return;
+	}
+	if (!an->nr_segs)
+		return; /* in more segments than an anchor holds */
+	anchor_place(v, &found, got->group, got->pos, got->nr_parts);
+	/* The table's parts too: the segments hold both. */
+	for (i = 0; i < got->nr_table && found.nr_segs; i++) {
+		uint64_t seg;
+		uint32_t sidx;
+
+		if (za_engine_group_locate(v->eng, got->tgroup[i], got->tpos[i],
+					   &seg, &sidx) ||
+		    anchor_seg_add(&found, seg, got->tgroup[i], sidx))
+			found.nr_segs = 0;
+	}
+	for (i = 0; i < an->nr_segs && found.nr_segs == an->nr_segs; i++) {
+		for (j = 0; j < found.nr_segs; j++)
+			if (found.segs[j].seg_id == an->segs[i].seg_id)
+				break;
+		if (j == found.nr_segs ||
+		    found.segs[j].group_id != an->segs[i].group_id ||
+		    found.segs[j].first_stripe != an->segs[i].first_stripe)
+			break;
+		/* A column moved since (a rebuild) leaves a stale place:
+		 * its copy is read elsewhere; said, not counted. */
+		if (za_engine_seg_info(v->eng, an->segs[i].seg_id, &si))
+			break;
+		for (j = 0; j < an->segs[i].width; j++)
+			stale += an->segs[i].members[j] != si.members[j] ||
+				 (si.members[j] != ZA_STRIPE_MEMBER_ABSENT &&
+				  an->segs[i].zones[j] != si.zones[j]);
+	}
+	if (found.nr_segs != an->nr_segs || i < an->nr_segs) {
+		za_log_warn("recovery: checkpoint %llu is not where its "
+			    "anchor says (%u segments there, %u found)",
+			    (unsigned long long)got->id, an->nr_segs,
+			    found.nr_segs);
+		v->st.anchor_mismatches++;
+		return;
+	}
+	za_log_info("recovery: checkpoint %llu is where its anchor says "
+		    "(%u segments%s)",
+		    (unsigned long long)got->id, an->nr_segs,
+		    stale ? ", some columns moved since" : "");
+}
+
 static int rec_start(void *priv, uint64_t *min_seq)
 {
 	struct rec_vol *rv = priv;
@@ -803,8 +1077,11 @@ static int rec_start(void *priv, uint64_t *min_seq)
 	uint64_t *ids = NULL, max_id = 0, blocks = 0, pos;
 	unsigned n, i, nr = 0, nc = 0, j;
 	struct za_ckpt_hdr h;
+	struct za_anchor an;
+	bool limit;
 	int ret = 0, r;
 
+	limit = rec_anchor_read(v, &an);
 	n = za_engine_groups(v->eng, NULL, 0);
 	ids = malloc((n + 1) * sizeof(*ids));
 	gi = malloc(sizeof(*gi));
@@ -897,14 +1174,24 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				c->pos[h.part] = pos;
 				c->found++;
 			}
-			if (!cand_whole(c))
+			/* Newer than the anchor: written, never live. */
+			if (!cand_whole(c) || (limit && c->id > an.ckpt_id))
 				continue;
 			ret = ckpt_load(rv, c, recs);
 			if (ret == -EBADMSG) {
 				c->failed = true;
 				ret = 0;
 			} else if (!ret) {
-				ret = ckpt_table_check(rv, c);
+				if (an.flags & ZA_ANCHOR_REVOKED)
+					za_log_info(
+						"recovery: the engine table "
+						"of checkpoint %llu is not "
+						"checked: its anchor was "
+						"revoked (quarantine freed "
+						"early)",
+						(unsigned long long)c->id);
+				else
+					ret = ckpt_table_check(rv, c);
 				if (!ret)
 					ret = ckpt_adopt(v, c);
 				got = c;
@@ -920,9 +1207,13 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				"recovery: checkpoint %llu not used: %s (%u "
 				"of %u parts and %u of %u table parts found)",
 				(unsigned long long)cands[j].id,
-				cands[j].failed ? "invalid" : "torn",
+				cands[j].failed	       ? "invalid" :
+				!cand_whole(&cands[j]) ? "torn" :
+							 "never anchored",
 				cands[j].found, cands[j].nr_parts,
 				cands[j].tfound, cands[j].nr_table);
+	if (limit)
+		rec_anchor_check(v, &an, got);
 	if (got) {
 		*min_seq = got->seq;
 		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "

@@ -19,6 +19,7 @@
 
 #include <ev.h>
 
+#include "anchor.h"
 #include "engine.h"
 #include "job.h"
 #include "journal.h"
@@ -132,7 +133,12 @@ struct gc {
 };
 
 /* Checkpoints: one being written at a time, and the live one. */
-enum { CK_IDLE, CK_QUIESCE, CK_WRITE, CK_FLUSH };
+/*
+ * CK_ANCHOR: complete and flushed, its anchor being made durable
+ * (za_volume_params.anchor); CK_REVOKE: out of room, the live anchor
+ * being revoked before the quarantine is freed early.
+ */
+enum { CK_IDLE, CK_QUIESCE, CK_WRITE, CK_FLUSH, CK_ANCHOR, CK_REVOKE };
 
 struct ckpt {
 	unsigned stream; /* engine stream of checkpoint parts */
@@ -155,6 +161,7 @@ struct ckpt {
 	bool space_failed; /* such a one failed: not again before a victim */
 	uint8_t *blocks; /* nr_parts encoded parts */
 	uint64_t *part_group; /* where each part written landed */
+	uint64_t *part_pos; /* its group position */
 	uint32_t nr_parts, next_part, done_parts;
 	unsigned inflight;
 	int error;
@@ -163,6 +170,13 @@ struct ckpt {
 	uint64_t *live_groups; /* its parts' groups */
 	uint32_t live_nr;
 	uint64_t next_id;
+	/* Anchors (design.md 9.6): the owner's hook, and the live one. */
+	void (*anchor)(void *priv, const uint8_t *rec);
+	void *anchor_priv;
+	const uint8_t *anchor_rec; /* what assembly found (recovery only) */
+	struct za_anchor live_anchor; /* ckpt_id 0: none (yet) */
+	struct za_anchor next_anchor; /* being made durable */
+	int revoke_err; /* CK_REVOKE: the error ckpt_end() had */
 };
 
 struct za_volume {

@@ -312,6 +312,9 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	v->ck.window = p->ckpt_window ? p->ckpt_window : 8;
 	v->ck.recover_full = p->recover_full;
 	v->ck.next_id = 1;
+	v->ck.anchor = p->anchor;
+	v->ck.anchor_priv = p->anchor_priv;
+	v->ck.anchor_rec = p->anchor_rec;
 	/* The default size counts both write sets: add them first. */
 	if (!p->size_bytes)
 		v->size_blocks = default_size(p->eng, true) / 4096;
@@ -384,6 +387,7 @@ void za_volume_free(struct za_volume *v)
 	free(v->gc.ext);
 	free(v->ck.blocks);
 	free(v->ck.part_group);
+	free(v->ck.part_pos);
 	free(v->ck.live_groups);
 	za_map_free(v->map);
 	free(v);
@@ -1083,6 +1087,8 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 	st->map_bytes = za_map_bytes(v->map);
 	st->checkpoint_seq = v->ck.live_seq;
 	st->checkpoint_blocks = v->ck.live_nr;
+	st->anchored = v->ck.live_anchor.ckpt_id &&
+		       v->ck.live_anchor.ckpt_id == v->ck.live_id;
 	st->quarantined_zones = za_engine_quarantined(v->eng);
 }
 

@@ -52,6 +52,24 @@ struct za_volume_params {
 	 * most half live are moved until twice GC's start point is free.
 	 */
 	unsigned idle_gc_ms;
+	/*
+	 * Checkpoint anchors (design.md 9.6, anchor.h). Once a checkpoint is
+	 * complete and flushed, anchor(anchor_priv, rec) gets its anchor
+	 * (ZA_ANCHOR_BYTES, valid during the call) to make durable where
+	 * assembly finds it - the superblock's volume_meta - and the
+	 * checkpoint becomes the live one (the previous one superseded, its
+	 * engine table freeing the quarantine) only when the owner then
+	 * calls za_volume_anchored(). Loop thread. NULL: live at the flush
+	 * (no superblock: tools and most unit tests).
+	 */
+	void (*anchor)(void *anchor_priv, const uint8_t *rec);
+	void *anchor_priv;
+	/*
+	 * The anchor assembly found (ZA_ANCHOR_BYTES, read during
+	 * za_volume_recover() only; untrusted), or NULL: recovery loads the
+	 * checkpoint it names, not a newer one never anchored.
+	 */
+	const uint8_t *anchor_rec;
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -215,6 +233,14 @@ struct za_volume_stats {
 	uint64_t quarantined_zones;
 	/* Times no checkpoint could be written to free them: freed early. */
 	uint64_t quarantine_breaks;
+	/*
+	 * Anchors: the live checkpoint is the one the superblocks name
+	 * (written with za_volume_params.anchor); where the anchor recovery
+	 * read disagreed with the drives (0 unless a bug; design.md 9.6);
+	 * anchors written.
+	 */
+	bool anchored;
+	uint64_t anchor_mismatches, anchors;
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 
@@ -235,6 +261,12 @@ int za_volume_flush_sync(struct za_volume *v);
  */
 void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r);
 int za_volume_checkpoint_sync(struct za_volume *v);
+/*
+ * The anchor last given to za_volume_params.anchor() is durable (the
+ * superblock round that carries it has ended). Loop thread; may be
+ * called from inside that anchor() call.
+ */
+void za_volume_anchored(struct za_volume *v);
 
 /*
  * The largest size the volume could have over the writable members as they

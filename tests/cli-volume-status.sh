@@ -11,7 +11,8 @@
 #    grows by 4 MiB; the text output says the same;
 #  - after a clean stop (SIGTERM) and a restart the counters since start
 #    are 0, live_bytes is the same (rebuilt from the checkpoint the stop
-#    wrote: checkpoint.seq > 0);
+#    wrote: checkpoint.seq > 0), and that checkpoint is the one the
+#    superblocks name (checkpoint.anchored, no anchor_mismatches);
 #  - after 1 MiB more, a flush and SIGKILL, a restart replays stripes
 #    (recovered_stripes > 0) and live_bytes counts the new MiB too.
 # live_bytes is what garbage collection keeps, so a counter rebuilt wrong
@@ -72,6 +73,8 @@ start_daemon
 expect 'd["volume"]["written_bytes"]' 0 "after a restart"
 expect 'd["volume"]["live_bytes"]' $((4 * MiB)) "after a clean stop and restart"
 expect 'd["volume"]["checkpoint"]["seq"] > 0' True "after a clean stop"
+expect 'd["volume"]["checkpoint"]["anchored"]' True "after a clean stop"
+expect 'd["volume"]["checkpoint"]["anchor_mismatches"]' 0 "after a clean stop"
 qio -c "read -P 0 0 4M" -c "read -P 0xcd 4M 4M"
 pass "clean restart: live_bytes rebuilt from the checkpoint, data intact"
 
@@ -79,6 +82,7 @@ qio -c "write -P 0xef 16M 1M" -c flush
 stop_daemon KILL
 start_daemon
 expect 'd["volume"]["recovered_stripes"] > 0' True "after SIGKILL"
+expect 'd["volume"]["checkpoint"]["anchor_mismatches"]' 0 "after SIGKILL"
 expect 'd["volume"]["live_bytes"]' $((5 * MiB)) "after SIGKILL and replay"
 qio -c "read -P 0xcd 4M 4M" -c "read -P 0xef 16M 1M"
 pass "SIGKILL: replayed stripes counted, live_bytes includes the replayed MiB"

@@ -11,7 +11,9 @@
 # FUA writes; small writes with flushes, which go to the journal;
 # sequential overwrites of the volume, which make GC run and checkpoints
 # be written) recorded in the oracle of tests/zatest.py, and for sb-write
-# a `zarray fail` (a superblock update on every member). It must die there
+# a `zarray fail` (a superblock update on every member) before anything
+# is written (every checkpoint makes a superblock round too, to anchor
+# it: the fail's must be the round the point is reached in). It must die there
 # (exit status 86 and its "crash point NAME reached" line: a point never
 # reached fails the test). Then every drive is power-cut, zarrayd is
 # restarted without the point, and the whole volume is checked against
@@ -79,7 +81,7 @@ def run_on(d, work, point, n, seed):
     for rnd_i in range(40):
         if not d.alive():
             break
-        if point in ("sb-write", "rebuild-step") and rnd_i == 1:
+        if (point, rnd_i) in (("sb-write", 0), ("rebuild-step", 1)):
             failed = drives[3]
             d.cli("fail", NAME, failed, check=False)
         for _ in range(8):

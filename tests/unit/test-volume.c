@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "anchor.h"
+#include "container.h"
 #include "crash.h"
 #include "dev-emu.h"
 #include "crc.h"
@@ -63,7 +65,39 @@ struct tvol {
 	bool recover_full;
 	bool prealloc; /* drives whose data the engine stages */
 	unsigned idle_gc_ms; /* za_volume_params.idle_gc_ms */
+	/*
+	 * Checkpoint anchors, kept as an array keeps them in its
+	 * superblocks (design.md 9.6): what was last made durable, and the
+	 * one in its round. anchor_lose: rounds end but nothing reaches
+	 * the drives (a power cut before the superblock writes).
+	 */
+	bool no_anchor;
+	bool anchor_lose;
+	uint8_t *anchor_durable; /* shared: a crashed child's is kept */
+	uint8_t anchor_next[ZA_ANCHOR_BYTES];
+	struct za_io_defer anchor_defer;
+	/* Recovery may find the anchor disagreeing (a test tampered). */
+	bool anchor_tampered;
 };
+
+/* The superblock round: done on the next loop iteration. */
+static void tvol_anchor_round_end(struct za_io_defer *d)
+{
+	struct tvol *t = container_of(d, struct tvol, anchor_defer);
+
+	if (!t->anchor_lose)
+		memcpy(t->anchor_durable, t->anchor_next, ZA_ANCHOR_BYTES);
+	za_volume_anchored(t->v);
+}
+
+static void tvol_anchor(void *priv, const uint8_t *rec)
+{
+	struct tvol *t = priv;
+
+	memcpy(t->anchor_next, rec, ZA_ANCHOR_BYTES);
+	t->anchor_defer.fn = tvol_anchor_round_end;
+	za_io_defer(t->io, &t->anchor_defer);
+}
 
 static void tvol_start(struct tvol *t, bool recover);
 
@@ -117,6 +151,9 @@ static void tvol_init(struct tvol *t, unsigned k, unsigned p,
 		      uint64_t drive_bytes, uint64_t vol_blocks)
 {
 	memset(t, 0, sizeof(*t));
+	t->anchor_durable = mmap(NULL, ZA_ANCHOR_BYTES, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(t->anchor_durable, MAP_FAILED);
 	t->k = k;
 	t->p = p;
 	t->drive_bytes = drive_bytes;
@@ -202,6 +239,11 @@ static void tvol_start(struct tvol *t, bool recover)
 	vp.ckpt_window = t->ckpt_window;
 	vp.recover_full = t->recover_full;
 	vp.idle_gc_ms = t->idle_gc_ms;
+	if (!t->no_anchor) {
+		vp.anchor = tvol_anchor;
+		vp.anchor_priv = t;
+		vp.anchor_rec = t->anchor_durable;
+	}
 	ck_assert_int_eq(za_volume_new(t->io, &vp, &t->v), 0);
 	if (recover) {
 		struct za_volume_stats st;
@@ -218,6 +260,12 @@ static void tvol_start(struct tvol *t, bool recover)
 			      "the engine table disagrees with the drives "
 			      "(%llu mismatches; ZA_TEST_LOG=1 says where)",
 			      (unsigned long long)st.etab_mismatches);
+		/* And the checkpoint loaded is the one the anchor names,
+		 * where it says. */
+		ck_assert_msg(t->anchor_tampered || st.anchor_mismatches == 0,
+			      "the checkpoint anchor disagrees with the drives "
+			      "(%llu mismatches; ZA_TEST_LOG=1 says where)",
+			      (unsigned long long)st.anchor_mismatches);
 	}
 }
 
@@ -239,6 +287,7 @@ static void tvol_free(struct tvol *t)
 	rmdir(t->dir);
 	za_io_free(t->io);
 	free(t->model);
+	munmap(t->anchor_durable, ZA_ANCHOR_BYTES);
 }
 
 static void *ablk(size_t nblocks)
@@ -1032,6 +1081,188 @@ static uint64_t stripes_written(struct tvol *t)
 	za_volume_get_stats(t->v, &st);
 	return st.data_stripes + st.journal_blocks;
 }
+
+/* The anchor the superblocks would hold now. */
+static void durable_anchor(const struct tvol *t, struct za_anchor *a)
+{
+	ck_assert_int_eq(za_anchor_decode(t->anchor_durable, a), 0);
+}
+
+static void write_some(struct tvol *t, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t len = 1 + rnd() % 40, a = rnd() % (VOL_BLOCKS - len);
+
+		write_rand(t, a, len, false);
+	}
+	ck_assert_int_eq(za_volume_flush_sync(t->v), 0);
+}
+
+/*
+ * A checkpoint is live only once its anchor is durable (design.md 9.6):
+ * the anchor names it and where its parts are; a crash after its flush
+ * but before its superblock round finds the previous one, loads that,
+ * not the newer, and replays the rest - the same data either way. Its
+ * id is not used again.
+ */
+START_TEST(test_anchor_names_live_checkpoint)
+{
+	struct za_volume_stats st;
+	struct za_anchor a1, a2, a3;
+	uint64_t seq1, seq2;
+	struct tvol t;
+	unsigned i;
+
+	rng = 640;
+	tvol_make_manual_ckpt(&t, 4, 2);
+	write_some(&t, 200);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert(st.anchored);
+	ck_assert_uint_eq(st.anchors, 1);
+	seq1 = st.checkpoint_seq;
+	durable_anchor(&t, &a1);
+	ck_assert_uint_ge(a1.ckpt_id, 1);
+	ck_assert_uint_eq(a1.seq, seq1);
+	ck_assert_uint_eq(a1.nr_parts, st.checkpoint_blocks);
+	ck_assert_uint_eq(a1.flags, 0);
+	ck_assert_uint_ge(a1.nr_segs, 1);
+	for (i = 0; i < a1.nr_segs; i++)
+		ck_assert_uint_eq(a1.segs[i].width, 3); /* k = 1, p = 2 */
+
+	/* The next one's superblock round never reaches the drives. */
+	write_some(&t, 200);
+	t.anchor_lose = true;
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	seq2 = st.checkpoint_seq;
+	ck_assert_uint_gt(seq2, seq1);
+	t.anchor_lose = false;
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, seq1);
+	ck_assert(st.anchored);
+	ck_assert_uint_gt(st.recovered_stripes, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+
+	/* Checkpoints go on after it, with new ids. */
+	write_some(&t, 50);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	durable_anchor(&t, &a2);
+	ck_assert_uint_ge(a2.ckpt_id, a1.ckpt_id + 2);
+	ck_assert_uint_eq(a2.generation, a1.generation + 1);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, a2.seq);
+	ck_assert_uint_eq(st.recovered_stripes, 0);
+	durable_anchor(&t, &a3);
+	ck_assert(za_anchor_same(&a2, &a3));
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
+/* Rewrite the durable anchor through @fn and recover. */
+static void recover_tampered(struct tvol *t, void (*fn)(struct za_anchor *a),
+			     uint64_t want_mismatches)
+{
+	struct za_volume_stats st;
+	struct za_anchor a;
+
+	durable_anchor(t, &a);
+	fn(&a);
+	ck_assert_int_eq(za_anchor_encode(&a, t->anchor_durable), 0);
+	t->anchor_tampered = true;
+	tvol_crash_and_recover(t, 0);
+	t->anchor_tampered = false;
+	za_volume_get_stats(t->v, &st);
+	ck_assert_uint_eq(st.anchor_mismatches, want_mismatches);
+	check_range(t, 0, VOL_BLOCKS);
+}
+
+static void anchor_other_ckpt(struct za_anchor *a)
+{
+	a->ckpt_id += 1000; /* never written */
+}
+
+static void anchor_other_seq(struct za_anchor *a)
+{
+	a->seq--;
+}
+
+static void anchor_other_stripe(struct za_anchor *a)
+{
+	a->segs[0].first_stripe++;
+}
+
+static void anchor_other_seg(struct za_anchor *a)
+{
+	a->segs[0].seg_id += 1000;
+}
+
+static void anchor_revoked(struct za_anchor *a)
+{
+	a->flags |= ZA_ANCHOR_REVOKED;
+}
+
+/*
+ * An anchor that disagrees with the drives is told apart and counted,
+ * and recovery still loads a checkpoint that is whole (nothing is lost);
+ * a revoked one (the quarantine freed early) leaves the engine table
+ * unchecked, and is no mismatch.
+ */
+START_TEST(test_anchor_mismatch_counted)
+{
+	static void (*const tamper[])(struct za_anchor *) = {
+		anchor_other_ckpt, anchor_other_seq, anchor_other_stripe,
+		anchor_other_seg,  anchor_revoked,
+	};
+	struct za_volume_stats st;
+	struct tvol t;
+
+	rng = 650 + (uint64_t)_i;
+	tvol_make_manual_ckpt(&t, 4, 2);
+	write_some(&t, 150);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	write_some(&t, 50);
+	recover_tampered(&t, tamper[_i], tamper[_i] == anchor_revoked ? 0 : 1);
+	za_volume_get_stats(t.v, &st);
+	if (tamper[_i] == anchor_revoked)
+		ck_assert_uint_eq(st.etab_segments, 0); /* not checked */
+	else
+		ck_assert(tamper[_i] == anchor_other_ckpt ||
+			  st.etab_segments > 0);
+	tvol_free(&t);
+}
+END_TEST
+
+/* A volume with no superblock to anchor in: live at the flush, as before. */
+START_TEST(test_anchor_none)
+{
+	struct za_volume_stats st;
+	struct tvol t;
+
+	rng = 660;
+	tvol_init(&t, 4, 2, 0, VOL_BLOCKS);
+	t.no_anchor = true;
+	t.ckpt_interval = UINT64_MAX;
+	tvol_create(&t);
+	write_some(&t, 100);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert(!st.anchored);
+	ck_assert_uint_eq(st.anchors, 0);
+	ck_assert_uint_eq(st.checkpoints, 1);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_gt(st.checkpoint_seq, 0);
+	ck_assert_uint_eq(st.recovered_stripes, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
 
 /*
  * After a checkpoint, recovery replays exactly the stripes written after
@@ -2330,6 +2561,9 @@ int main(void)
 	tcase_add_test(tc, test_flushed_data_survives_power_cut);
 	tcase_add_test(tc, test_sequential_fill_map_extents);
 	tcase_add_loop_test(tc, test_checkpoint_bounds_replay, 0, 2);
+	tcase_add_test(tc, test_anchor_names_live_checkpoint);
+	tcase_add_loop_test(tc, test_anchor_mismatch_counted, 0, 5);
+	tcase_add_test(tc, test_anchor_none);
 	tcase_add_loop_test(tc, test_checkpoint_torn_falls_back, 0, 2);
 	tcase_add_loop_test(tc, test_checkpoint_crash_points, 0, 12);
 	tcase_add_test(tc, test_gc_reclaims_checkpoints);
