@@ -12,7 +12,9 @@
 # (utime + stime from /proc/PID/stat, the figure to trust on a shared
 # machine), its resident memory (VmRSS) and peak (VmHWM), and the bytes
 # the members read during assembly (status --json: the members' read
-# bytes, counted by each process from its start). The figures are reported against the first step's (flat in
+# bytes, counted by each process from its start), and what recovery
+# read (status --json volume.recovery: zones, stripe headers, whether it
+# rested on the anchored checkpoint's engine table). The figures are reported against the first step's (flat in
 # data is the target: the last step within 1.2x of the first) and
 # extrapolated to a full 256 x 20 TB array with the arithmetic printed.
 # Nothing is asserted.
@@ -151,8 +153,11 @@ for st in $steps; do
 	nbdinfo --size "$uri" >/dev/null || { echo "bench/s1.sh: the export does not answer" >&2; exit 1; }
 	# The members' counters start at 0 in each process: all assembly's.
 	rd=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(m.get("read_bytes", 0) for m in d["members"]))' "$work/st.json")
-	samples+=("$st $want $(((t1 - t0) / 1000)) $cpu $rss $hwm $rd")
-	echo "== S1: $st: ready in $(((t1 - t0) / 1000000)) ms, CPU $cpu s, RSS $rss KiB, read $rd B" >&2
+	# What recovery read: zones, stripe headers, and whether it rested
+	# on the anchored checkpoint's engine table (design.md 9.6).
+	rec=$(python3 -c 'import json,sys; r=(json.load(open(sys.argv[1]))["volume"] or {}).get("recovery", {}); print(r.get("zones", 0), r.get("headers", 0), int(bool(r.get("table"))))' "$work/st.json")
+	samples+=("$st $want $(((t1 - t0) / 1000)) $cpu $rss $hwm $rd $rec")
+	echo "== S1: $st: ready in $(((t1 - t0) / 1000000)) ms, CPU $cpu s, RSS $rss KiB, read $rd B (zones, headers, table: $rec)" >&2
 done
 
 # The commit of the tree that was built (a build dir inside its sources).
@@ -169,7 +174,8 @@ for s in sys.argv[4:]:
     steps.append({"stored": f[0], "stored_bytes": int(f[1]),
                   "ready_s": int(f[2]) / 1e6, "cpu_s": float(f[3]),
                   "rss_bytes": int(f[4]) * 1024, "peak_rss_bytes": int(f[5]) * 1024,
-                  "read_bytes": int(f[6])})
+                  "read_bytes": int(f[6]), "zones_read": int(f[7]),
+                  "headers_read": int(f[8]), "from_table": f[9] == "1"})
 res = {"what": "zarrayd start with one recorded array until it answers status",
        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
        "cores": os.cpu_count(),
@@ -180,10 +186,12 @@ if steps:
     a, b = steps[0], steps[-1]
     # Full array: 256 drives x 20 TB, 10/12 of it user data.
     full = 256 * 20e12 * 10 / 12
-    lines.append("%-8s %10s %10s %12s %14s" % ("stored", "ready s", "CPU s", "RSS MiB", "read MiB"))
+    lines.append("%-8s %10s %10s %12s %14s %8s %9s %6s" % ("stored", "ready s", "CPU s", "RSS MiB",
+                 "read MiB", "zones", "headers", "table"))
     for s in steps:
-        lines.append("%-8s %10.3f %10.2f %12.1f %14.1f" % (s["stored"], s["ready_s"], s["cpu_s"],
-                     s["rss_bytes"] / 2**20, s["read_bytes"] / 2**20))
+        lines.append("%-8s %10.3f %10.2f %12.1f %14.1f %8d %9d %6s" % (s["stored"], s["ready_s"], s["cpu_s"],
+                     s["rss_bytes"] / 2**20, s["read_bytes"] / 2**20, s["zones_read"],
+                     s["headers_read"], "yes" if s["from_table"] else "no"))
     if b is not a:
         d = (b["stored_bytes"] - a["stored_bytes"]) / 2**30
         # A fall is noise, not a saving that would go on: taken as 0.

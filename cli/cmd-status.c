@@ -268,7 +268,8 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"table_mismatches\":%llu,\"quarantined_zones\":%llu,"
 		"\"quarantine_breaks\":%llu,\"anchored\":%s,"
 		"\"anchor_mismatches\":%llu},"
-		"\"recovered_stripes\":%llu}",
+		"\"recovered_stripes\":%llu,\"recovery\":{\"table\":%s,"
+		"\"zones\":%llu,\"headers\":%llu,\"table_segments\":%llu}}",
 		(unsigned long long)v->live_bytes,
 		(unsigned long long)v->read_bytes,
 		(unsigned long long)v->written_bytes,
@@ -302,7 +303,16 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		(unsigned long long)(v->has_anchor_mismatches ?
 					     v->anchor_mismatches :
 					     0),
-		(unsigned long long)v->recovered_stripes);
+		(unsigned long long)v->recovered_stripes,
+		v->has_recovery_table && v->recovery_table ? "true" : "false",
+		(unsigned long long)(v->has_recovery_zones ? v->recovery_zones :
+							     0),
+		(unsigned long long)(v->has_recovery_headers ?
+					     v->recovery_headers :
+					     0),
+		(unsigned long long)(v->has_recovery_table_segments ?
+					     v->recovery_table_segments :
+					     0));
 }
 
 void za_cli_json_array(FILE *f, const Zarray__ArrayStatus *a)

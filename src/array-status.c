@@ -54,6 +54,10 @@ static void volume_status(const struct za_volume *v,
 	o->quarantine_breaks = vs.quarantine_breaks;
 	o->anchored = vs.anchored;
 	o->anchor_mismatches = vs.anchor_mismatches;
+	o->recovery_table = vs.recovery_table;
+	o->recovery_zones = vs.recovery_zones;
+	o->recovery_headers = vs.recovery_hdr_reads;
+	o->recovery_table_segments = vs.recovery_table_segs;
 }
 
 /* What every kind of job shows, from the job core's progress. */

@@ -140,6 +140,9 @@ struct za_array_volume_status {
 	uint64_t quarantine_breaks; /* freed early: no room for one */
 	bool anchored; /* the superblocks name the live checkpoint */
 	uint64_t anchor_mismatches; /* the anchor vs the drives at assembly */
+	/* The assembly's recovery (za_volume_stats.recovery_*). */
+	bool recovery_table;
+	uint64_t recovery_zones, recovery_headers, recovery_table_segments;
 };
 
 struct za_array_job_status {

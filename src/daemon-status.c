@@ -175,6 +175,12 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->has_anchored = m->has_anchor_mismatches = true;
 	m->anchored = s->anchored;
 	m->anchor_mismatches = s->anchor_mismatches;
+	m->has_recovery_table = m->has_recovery_zones = true;
+	m->has_recovery_headers = m->has_recovery_table_segments = true;
+	m->recovery_table = s->recovery_table;
+	m->recovery_zones = s->recovery_zones;
+	m->recovery_headers = s->recovery_headers;
+	m->recovery_table_segments = s->recovery_table_segments;
 	return m;
 }
 

@@ -109,6 +109,7 @@ struct za_segment {
 	bool finished;
 	bool rec_readable; /* recovery: a stripe of it has k columns */
 	bool rec_home; /* recovery: a header found where it was first put */
+	bool rec_table; /* recovery: taken from the engine table */
 };
 
 struct group {
@@ -211,6 +212,20 @@ struct za_engine {
 	/* Recovery: the loaded table's places its segments no longer hold
 	 * (za_engine_table_check()), quarantined once recovery ends. */
 	struct quar_list rec_quar;
+	/*
+	 * Recovery from the table (design.md 9.6 item 4): the owner's plan
+	 * callback (za_engine_recover_plan()), the scan state it may add to
+	 * (za_engine_recover_scan()), and, once a table is adopted
+	 * (za_engine_table_adopt()), the segment ids it had handed out and
+	 * its segments still open then (scanned from their next stripe).
+	 */
+	int (*rec_plan)(void *priv);
+	struct rec_ctx *rec;
+	bool rec_tab;
+	bool rec_lazy; /* a header claims only the zone it is read from */
+	uint64_t rec_tab_next_seg;
+	struct za_segment **rec_open;
+	size_t rec_nr_open;
 	void (*member_failed)(struct za_engine *e, unsigned idx, int err,
 			      void *priv);
 	void *priv;

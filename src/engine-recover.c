@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * engine-recover.c - crash recovery: the engine's segments, groups and
- * counters rebuilt from the stripe headers on the drives, torn stripes
- * completed, unfinished copies, released segments and stale places
- * dropped, unclaimed zones reset, and every readable stripe handed to the
- * owner in sequence order. Synchronous, once, before any write. It does
- * not know what the stripes hold: the owner (the volume) replays them.
+ * counters rebuilt from the stripe headers on the drives (or from the
+ * anchored checkpoint's engine table and the headers written since),
+ * torn stripes completed, unfinished copies, released segments and stale
+ * places dropped, unclaimed zones reset, and every readable stripe handed
+ * to the owner in sequence order. Synchronous, once, before any write.
+ * It does not know what the stripes hold: the owner (the volume) replays
+ * them.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -28,6 +30,30 @@
  * stripes in sequence order, reads their data columns' headers again for
  * the LBA tables (decoding a missing column's table from the others) and
  * hands them to the owner. Memory: one record per stripe, no headers.
+ *
+ * Resting on the table (design.md 9.6 item 4): the owner's plan callback
+ * runs before pass 1. It reads the zones of the anchored checkpoint
+ * (za_engine_recover_scan()), loads it, and has the engine adopt its
+ * table (za_engine_table_adopt(), engine-table.c): every group and
+ * segment as of the checkpoint's sequence number S, its zones claimed.
+ * Pass 1 then reads only what the table does not account for:
+ *
+ *   zone written, held by no table segment  -> read whole (new since S:
+ *                                              the checkpoint stream's,
+ *                                              moved columns, new ones)
+ *   zone of a table segment sealed at S     -> not read
+ *   zone of a table segment open at S       -> read from its next stripe
+ *   table segment, every place read empty   -> released since S: dropped
+ *   header of an id below the table's next  -> released before S: stray
+ *   id that it does not hold                   (the zone is garbage)
+ *
+ * What is read is O(what was written since S), and the stripe records
+ * are as few: only stripes after S are replayed, so only those matter.
+ * The quarantine (9.6 item 3) is what makes "held by a table segment"
+ * mean "holds that segment or nothing": a zone a live table names is not
+ * written again before a newer table is anchored. Without an adopted
+ * table (no anchor, a revoked one, a table that does not hold) pass 1
+ * reads everything, as before.
  */
 struct rec_stripe {
 	uint64_t seq;
@@ -110,6 +136,10 @@ static struct za_segment *rec_segment(struct za_engine *e,
 		g->member[i] = g->hdr_member[i] = h->members[i];
 		g->zone[i] = g->hdr_zone[i] = h->zones[i];
 		g->col_upto[i] = UINT32_MAX;
+		/* Lazily: every zone pass 1 reads is one still unclaimed
+		 * (rec_claim() claims what segments hold afterwards). */
+		if (e->rec_lazy)
+			continue;
 		if (m->zkind && m->zkind[g->zone[i]] == Z_FREE) {
 			m->zkind[g->zone[i]] = Z_USED;
 			m->free_zones--;
@@ -189,6 +219,7 @@ static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 	struct za_engine *e = rc->e;
 	int ret;
 
+	e->st.rec_hdr_reads++;
 	ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk, 4096,
 			     NULL);
 	if (ret)
@@ -217,9 +248,16 @@ static bool rec_relocated(struct za_engine *e, struct za_segment *g, unsigned c,
 	if (g->member[c] == mi && g->zone[c] == z)
 		return true;
 	if (g->member[c] != g->hdr_member[c] || g->zone[c] != g->hdr_zone[c]) {
-		if (g->col_upto[c])
-			return false; /* a finished copy is known */
 		old = &e->m[g->member[c]];
+		/* A finished copy is known - unless the table gave it and it
+		 * is not there now: moved again since (and reset), or on a
+		 * member lost since, a rebuild's new copy taking its place. */
+		if (g->col_upto[c] &&
+		    (!g->rec_table ||
+		     (eng_readable(old) && old->zwp &&
+		      old->zwp[g->zone[c]] >
+			      (uint64_t)g->zone[c] * old->zone_bytes)))
+			return false;
 		if (old->zkind && old->zkind[g->zone[c]] == Z_USED)
 			old->zkind[g->zone[c]] = Z_UNCLAIMED;
 	}
@@ -232,6 +270,20 @@ static bool rec_relocated(struct za_engine *e, struct za_segment *g, unsigned c,
 }
 
 /*
+ * A header of a segment the adopted table does not hold but whose id it
+ * had handed out: released before the table was taken, its zone not
+ * reset (the reset failed, or a crash came first). Garbage, as it is to
+ * a full scan, which never finds the segment whole. The checkpoint
+ * stream's segments are read whatever the table says.
+ */
+static bool rec_stray(const struct za_engine *e, const struct za_stripe_hdr *h)
+{
+	return e->rec_tab && h->seg_id < e->rec_tab_next_seg &&
+	       !eng_seg_find(e, h->seg_id) &&
+	       !(h->stream < e->nr_streams && e->streams[h->stream].rescan);
+}
+
+/*
  * Pass 1 on one zone: every slot up to the write pointer, or up to the
  * first slot never written. Recovery finishes the zones of the segments
  * it found (no segment takes stripes after a restart), which moves their
@@ -241,24 +293,31 @@ static bool rec_relocated(struct za_engine *e, struct za_segment *g, unsigned c,
  * more of them (S1, bench/results/notes.md). A written slot starts with
  * its header, and a zone is written in order, so nothing follows a blank
  * one.
+ *
+ * From byte @from of the zone on (a slot boundary; 0: the whole zone),
+ * @slot_bytes, when @from is not 0, being the slot size of the segment
+ * there: a table's segment open at its checkpoint, read from its next
+ * stripe on.
  */
-static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
+static int rec_scan_zone_from(struct rec_ctx *rc, unsigned mi, uint32_t z,
+			      uint64_t from, uint64_t slot_bytes)
 {
 	struct za_engine *e = rc->e;
 	struct member *m = &e->m[mi];
-	uint64_t start = (uint64_t)z * m->zone_bytes, off = start;
-	uint64_t slot = 0, end = m->zwp[z];
+	uint64_t start = (uint64_t)z * m->zone_bytes, off = start + from;
+	uint64_t slot = from ? slot_bytes : 0, end = m->zwp[z];
 	struct za_stripe_hdr h;
 	struct za_segment *g;
 	int ret;
 
+	e->st.rec_zones_scanned++;
 	while (off + 4096 <= end) {
 		ret = rec_read_hdr(rc, mi, off, &h);
 		if (ret == -ENODEV)
 			return ret;
 		if (ret == -ENODATA)
 			return 0; /* never written from here on */
-		if (!ret && hdr_at_zone(&h) != z)
+		if (!ret && (hdr_at_zone(&h) != z || rec_stray(e, &h)))
 			ret = -EBADMSG;
 		if (!ret) {
 			g = rec_segment(e, &h);
@@ -285,6 +344,132 @@ static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
 		off += slot;
 	}
 	return 0;
+}
+
+static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
+{
+	return rec_scan_zone_from(rc, mi, z, 0, 0);
+}
+
+/* Groups and segments learn how far they were written from records
+ * @from on. */
+static void rec_learn(struct rec_ctx *rc, size_t from)
+{
+	struct za_engine *e = rc->e;
+	size_t i;
+
+	for (i = from; i < rc->nr; i++) {
+		struct group *grp = eng_group_find(e, rc->st[i].group_id);
+		struct za_segment *g = eng_seg_find(e, rc->st[i].seg_id);
+
+		if (g && grp && grp->next_pos < rc->st[i].group_pos + 1)
+			grp->next_pos = rc->st[i].group_pos + 1;
+		if (g && g->next_stripe < rc->st[i].stripe_idx + 1)
+			g->next_stripe = rc->st[i].stripe_idx + 1;
+	}
+}
+
+void za_engine_recover_plan(struct za_engine *e, int (*plan)(void *priv))
+{
+	e->rec_plan = plan;
+}
+
+int za_engine_recover_scan(struct za_engine *e, unsigned mi, uint32_t z)
+{
+	struct rec_ctx *rc = e->rec;
+	struct member *m;
+	size_t from;
+	int ret;
+
+	if (!rc || e->rec_tab)
+		return -EINVAL;
+	if (mi >= e->nr_members)
+		return 0;
+	m = &e->m[mi];
+	if (!eng_readable(m) || !m->zkind || z >= m->nr_zones ||
+	    m->zkind[z] != Z_UNCLAIMED)
+		return 0; /* not to be read, or read already */
+	from = rc->nr;
+	ret = rec_scan_zone(rc, mi, z);
+	rec_learn(rc, from);
+	/* Read: pass 1 leaves it (rec_claim() decides who holds it). */
+	m->zkind[z] = Z_USED;
+	return ret;
+}
+
+/*
+ * Table mode, after pass 1: a segment of the table whose every readable
+ * place is empty now was released since the table was taken (its zones
+ * reset, and quarantined: not written since). Dropped, as a full scan
+ * would never have found it: it finds a segment only in the headers of
+ * readable zones. One with no readable place at all stays, as its
+ * columns are on drives not read now (more than p missing: the array is
+ * failed anyway) and a full scan would find it when they come back.
+ */
+static void rec_drop_released(struct za_engine *e)
+{
+	struct za_segment *g, **gp;
+	struct group *grp;
+	unsigned i, c, j, seen, empty;
+
+	for (i = 0; i < e->hash_size; i++)
+		for (gp = &e->hash[i]; (g = *gp);) {
+			for (c = 0, seen = 0, empty = 0;
+			     g->rec_table && c < g->st->l.width; c++) {
+				struct member *m = &e->m[g->member[c]];
+				uint32_t z = g->zone[c];
+
+				if (eng_col_absent(g, c) || !eng_readable(m))
+					continue;
+				seen++;
+				empty += m->zwp[z] <=
+					 (uint64_t)z * m->zone_bytes;
+			}
+			if (!g->rec_table || !seen || empty < seen) {
+				gp = &g->hnext;
+				continue;
+			}
+			za_log_debug(
+				"recovery: segment %llu of the engine table "
+				"was released since",
+				(unsigned long long)g->id);
+			eng_seg_unlink(e, g); /* *gp is its successor now */
+			grp = g->grp;
+			grp->segs[g->grp_idx] = NULL;
+			eng_pairs_add(e, g, -1);
+			free(g->fin);
+			free(g);
+			for (j = 0; j < grp->w && !grp->segs[j]; j++)
+				;
+			if (j == grp->w)
+				eng_group_unlink_free(e, grp);
+		}
+}
+
+/* Table mode: the table's open segments, from their next stripe on. */
+static int rec_scan_open(struct rec_ctx *rc)
+{
+	struct za_engine *e = rc->e;
+	size_t i;
+	unsigned c;
+	int ret = 0;
+
+	for (i = 0; i < e->rec_nr_open && !ret; i++) {
+		struct za_segment *g = e->rec_open[i];
+		uint64_t slot = g->st->l.slot_bytes;
+
+		for (c = 0; c < g->st->l.width && !ret; c++) {
+			struct member *m = &e->m[g->member[c]];
+
+			if (eng_col_absent(g, c) || !eng_readable(m) ||
+			    !m->zkind || g->next_stripe >= g->nr_stripes)
+				continue;
+			ret = rec_scan_zone_from(
+				rc, g->member[c], g->zone[c],
+				(uint64_t)g->next_stripe * slot, slot);
+		}
+	}
+	return ret;
 }
 
 static int rec_cmp_pos(const void *a, const void *b)
@@ -854,12 +1039,26 @@ int za_engine_recover_from(
 
 	if (posix_memalign((void **)&rc.blk, 4096, 4096))
 		return -ENOMEM;
+	e->rec = &rc;
+	e->st.rec_zones_scanned = e->st.rec_hdr_reads = 0;
+	e->st.rec_table_segs = 0;
 	ret = rec_load_wps(e);
 	if (ret)
 		goto out;
 	/* Pass 1: every readable member, every zone that holds something,
 	 * claimed when a header (of any column) names the zone. */
 	rec_unclaim(e);
+	/*
+	 * The owner's plan first: with a table adopted, pass 1 reads only
+	 * the zones it does not account for (design.md 9.6 item 4).
+	 */
+	if (e->rec_plan) {
+		e->rec_lazy = true;
+		za_progress_set(e->progress, "loading the checkpoint", 0, 0);
+		ret = e->rec_plan(priv);
+		if (ret)
+			goto out;
+	}
 	/* The zones pass 1 reads: those rec_unclaim() just marked. */
 	for (mi = 0, to_scan = 0; mi < e->nr_members; mi++)
 		for (z = 0; eng_readable(&e->m[mi]) && z < e->m[mi].nr_zones;
@@ -873,14 +1072,18 @@ int za_engine_recover_from(
 			continue;
 		for (z = 0; z < m->nr_zones && !ret; z++)
 			if (m->zkind[z] == Z_UNCLAIMED ||
-			    m->zkind[z] == Z_USED) {
+			    (m->zkind[z] == Z_USED && !e->rec_tab)) {
 				ret = rec_scan_zone(&rc, mi, z);
 				if (e->progress)
 					e->progress->done++;
 			}
 	}
+	if (!ret && e->rec_tab)
+		ret = rec_scan_open(&rc);
 	if (ret)
 		goto out;
+	if (e->rec_tab)
+		rec_drop_released(e);
 	rec_drop_partial(e);
 	rec_drop_orphans(e);
 	rec_claim(e);
@@ -903,15 +1106,7 @@ int za_engine_recover_from(
 	rc.nr = o;
 	rec_drop_foreign(&rc);
 	/* Groups learn how far they were written. */
-	for (i = 0; i < rc.nr; i++) {
-		struct group *grp = eng_group_find(e, rc.st[i].group_id);
-		struct za_segment *g = eng_seg_find(e, rc.st[i].seg_id);
-
-		if (g && grp && grp->next_pos < rc.st[i].group_pos + 1)
-			grp->next_pos = rc.st[i].group_pos + 1;
-		if (g && g->next_stripe < rc.st[i].stripe_idx + 1)
-			g->next_stripe = rc.st[i].stripe_idx + 1;
-	}
+	rec_learn(&rc, 0);
 	for (si = 0; si < e->nr_streams; si++)
 		if (e->streams[si].l.data_blocks > maxdb)
 			maxdb = e->streams[si].l.data_blocks;
@@ -925,7 +1120,8 @@ int za_engine_recover_from(
 	 * the tables being rebuilt): older stripes are left alone. */
 	if (rc.nr)
 		qsort(rc.st, rc.nr, sizeof(*rc.st), rec_cmp_seq);
-	za_progress_set(e->progress, "loading the checkpoint", 0, 0);
+	if (!e->rec_tab)
+		za_progress_set(e->progress, "loading the checkpoint", 0, 0);
 	if (start)
 		ret = start(priv, &min_seq);
 	za_progress_set(e->progress, "replaying stripes", 0, rc.nr);
@@ -1030,9 +1226,19 @@ int za_engine_recover_from(
 		e->next_group_id = rc.max_group + 1;
 	if (e->next_group_id < e->next_seg_id)
 		e->next_group_id = e->next_seg_id;
-	za_log_info("recovery: %zu stripes found, next sequence %llu", rc.nr,
-		    (unsigned long long)e->seq);
+	za_log_info("recovery: %zu stripes found, next sequence %llu; %llu "
+		    "zones scanned, %llu headers read, %llu segments from the "
+		    "engine table",
+		    rc.nr, (unsigned long long)e->seq,
+		    (unsigned long long)e->st.rec_zones_scanned,
+		    (unsigned long long)e->st.rec_hdr_reads,
+		    (unsigned long long)e->st.rec_table_segs);
 out:
+	e->rec = NULL;
+	e->rec_tab = e->rec_lazy = false;
+	free(e->rec_open);
+	e->rec_open = NULL;
+	e->rec_nr_open = 0;
 	eng_quar_clear(&e->rec_quar);
 	e->progress = NULL; /* the assembly's: not kept past it */
 	rec_free_wps(e);

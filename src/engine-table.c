@@ -2,15 +2,13 @@
 /*
  * engine-table.c - the engine table: the engine's groups, segments and
  * counters written with each checkpoint (za_engine_table_encode(), at the
- * checkpoint's quiet point), and, at recovery, checked against what the
- * scan of the drives found (za_engine_table_check()). It does not write
- * or read anything itself (the volume carries the parts with its
- * checkpoint), and recovery does not use the table yet: the check proves,
- * through every crash test and the fault loop, that the table says what
- * the drives say - and that no zone it gives away was written by another
- * segment, which the quarantine (eng_zone_release()) is there to ensure -
- * before recovery comes to depend on it instead of reading a header per
- * slot (docs/design.md 9.6).
+ * checkpoint's quiet point); at recovery, adopted as the engine's own
+ * when the checkpoint is the anchored one (za_engine_table_adopt(), so
+ * that pass 1 reads only what was written since: docs/design.md 9.6),
+ * and checked against what recovery found (za_engine_table_check()) -
+ * which also lists the places it gives to segments that no longer hold
+ * them, for quarantine. It does not write or read anything itself (the
+ * volume carries the parts with its checkpoint).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -408,4 +406,288 @@ int za_engine_table_check(struct za_engine *e, const uint8_t *blocks,
 	return ret == -EBADMSG || ret == -EPROTONOSUPPORT || ret == -ENOENT ?
 		       -EBADMSG :
 		       ret;
+}
+
+/* ---- recovery from the table ---- */
+
+/*
+ * Adopting a table (design.md 9.6 item 4) takes its groups and segments
+ * as the engine's own instead of finding them on the drives: two passes
+ * over the parts. The first checks everything a corrupt table (whose
+ * CRCs hold: a bug of ours) could get wrong and the array could not take
+ * - places outside the array, a group or a place in a group taken twice,
+ * two segments in one zone, a zone recovery has already given to another
+ * segment - and changes nothing; the second builds. The checkpoint
+ * stream's segments are not taken: recovery reads its zones whatever the
+ * table says (za_engine_stream_set_rescan()), so they are found as
+ * before.
+ */
+struct adopt_group {
+	struct za_etab_group g;
+	uint8_t *idx_seen; /* a bit per place in the group */
+};
+
+struct adopt {
+	struct za_engine *e;
+	struct adopt_group *g;
+	size_t nr, cap;
+	uint8_t **zone_seen; /* per member, a bit per zone: a place now */
+	struct za_etab_hdr h;
+	uint64_t segs;
+};
+
+static struct adopt_group *adopt_group(struct adopt *a, uint64_t id)
+{
+	size_t lo = 0, hi = a->nr;
+
+	while (lo < hi) { /* ids increase: the reader saw to it */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->g[mid].g.id == id)
+			return &a->g[mid];
+		if (a->g[mid].g.id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static bool bit_test_set(uint8_t *bits, uint64_t i)
+{
+	bool was = bits[i / 8] & (1u << (i % 8));
+
+	bits[i / 8] |= (uint8_t)(1u << (i % 8));
+	return was;
+}
+
+/* Pass 1 for one segment: 0, -EBADMSG or -ENOMEM. */
+static int adopt_check_seg(struct adopt *a, const struct za_etab_seg *s)
+{
+	struct za_engine *e = a->e;
+	struct adopt_group *ag = adopt_group(a, s->group_id);
+	unsigned c;
+
+	if (!ag || s->grp_idx >= ag->g.w ||
+	    s->width != e->streams[ag->g.stream].l.width ||
+	    s->next_stripe > ag->g.nr_stripes)
+		return -EBADMSG;
+	for (c = 0; c < s->width; c++)
+		if (!place_ok(e, s->col[c].member, s->col[c].zone) ||
+		    !place_ok(e, s->col[c].hdr_member, s->col[c].hdr_zone))
+			return -EBADMSG;
+	if (e->streams[ag->g.stream].rescan)
+		return 0; /* found on the drives, not taken */
+	/* Recovery has it from a header already: not from this table. */
+	if (eng_seg_find(e, s->id) || eng_group_find(e, ag->g.id))
+		return -EBADMSG;
+	if (!ag->idx_seen) {
+		ag->idx_seen = calloc(((size_t)ag->g.w + 7) / 8, 1);
+		if (!ag->idx_seen)
+			return -ENOMEM;
+	}
+	if (bit_test_set(ag->idx_seen, s->grp_idx))
+		return -EBADMSG;
+	for (c = 0; c < s->width; c++) {
+		uint16_t mi = s->col[c].member;
+		struct member *m;
+
+		if (mi == ZA_ETAB_MEMBER_ABSENT)
+			continue;
+		m = &e->m[mi];
+		if (!m->zkind || !eng_readable(m))
+			continue; /* not read at this assembly */
+		if (m->zkind[s->col[c].zone] == Z_USED)
+			return -EBADMSG; /* another segment's already */
+		if (!a->zone_seen[mi]) {
+			a->zone_seen[mi] =
+				calloc(((size_t)m->nr_zones + 7) / 8, 1);
+			if (!a->zone_seen[mi])
+				return -ENOMEM;
+		}
+		if (bit_test_set(a->zone_seen[mi], s->col[c].zone))
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Pass 2 for one segment (checked): its group made if new, itself. */
+static int adopt_seg(struct adopt *a, const struct za_etab_seg *s)
+{
+	struct za_engine *e = a->e;
+	struct adopt_group *ag = adopt_group(a, s->group_id);
+	struct stream *st = &e->streams[ag->g.stream];
+	struct za_segment *g, **open;
+	struct group *grp;
+	unsigned c;
+
+	if (st->rescan)
+		return 0;
+	grp = eng_group_find(e, ag->g.id);
+	if (!grp) {
+		grp = calloc(1, sizeof(*grp));
+		if (grp)
+			grp->segs = calloc(ag->g.w, sizeof(*grp->segs));
+		if (!grp || !grp->segs) {
+			free(grp);
+			return -ENOMEM;
+		}
+		grp->id = ag->g.id;
+		grp->eng = e;
+		grp->st = st;
+		grp->w = ag->g.w;
+		grp->nr_stripes = ag->g.nr_stripes;
+		grp->next_pos = ag->g.next_pos;
+		eng_group_insert(e, grp);
+	}
+	g = eng_seg_alloc(s->width);
+	if (!g)
+		return -ENOMEM;
+	if (!(s->flags & ZA_ETAB_SEG_SEALED)) {
+		open = realloc(e->rec_open,
+			       (e->rec_nr_open + 1) * sizeof(*open));
+		if (!open) {
+			free(g);
+			return -ENOMEM;
+		}
+		e->rec_open = open;
+		open[e->rec_nr_open++] = g;
+	}
+	g->eng = e;
+	g->st = st;
+	g->grp = grp;
+	g->grp_idx = s->grp_idx;
+	g->id = s->id;
+	/* As recovery leaves every segment it finds: no more stripes. */
+	g->state = ZA_SEG_SEALED;
+	g->finished = true;
+	g->nr_stripes = ag->g.nr_stripes;
+	g->next_stripe = s->next_stripe;
+	g->dead_cols = s->dead_cols;
+	g->rec_table = true;
+	g->rec_home = true;
+	g->rec_readable = s->next_stripe > 0;
+	for (c = 0; c < s->width; c++) {
+		const struct za_etab_col *col = &s->col[c];
+		struct member *m;
+
+		g->member[c] = col->member == ZA_ETAB_MEMBER_ABSENT ?
+				       ZA_STRIPE_MEMBER_ABSENT :
+				       col->member;
+		g->zone[c] = col->zone;
+		g->hdr_member[c] = col->hdr_member == ZA_ETAB_MEMBER_ABSENT ?
+					   ZA_STRIPE_MEMBER_ABSENT :
+					   col->hdr_member;
+		g->hdr_zone[c] = col->hdr_zone;
+		g->col_upto[c] = col->upto;
+		if (col->member == ZA_ETAB_MEMBER_ABSENT)
+			continue;
+		m = &e->m[col->member];
+		if (!m->zkind)
+			continue;
+		if (m->zkind[col->zone] == Z_FREE) {
+			m->zkind[col->zone] = Z_USED;
+			m->free_zones--;
+		} else if (m->zkind[col->zone] == Z_UNCLAIMED) {
+			m->zkind[col->zone] = Z_USED;
+		}
+	}
+	grp->segs[s->grp_idx] = g;
+	eng_seg_insert(e, g);
+	eng_pairs_add(e, g, 1);
+	a->segs++;
+	return 0;
+}
+
+/* One pass over every part: pass 1 (@build false) or 2. */
+static int adopt_pass(struct adopt *a, const uint8_t *blocks, uint32_t nr_parts,
+		      struct za_etab_part *p, bool build)
+{
+	struct za_engine *e = a->e;
+	struct za_etab_reader rd;
+	uint32_t part, j;
+	int ret = 0;
+
+	za_etab_reader_init(&rd);
+	for (part = 0; part < nr_parts && !ret; part++) {
+		ret = za_etab_block_decode(blocks + (size_t)part *
+							    ZA_ETAB_BLOCK_BYTES,
+					   ZA_ETAB_BLOCK_BYTES, p);
+		if (!ret)
+			ret = za_etab_reader_add(&rd, p);
+		if (ret)
+			break;
+		a->h = p->h;
+		for (j = 0; j < p->nr_groups && !ret && !build; j++) {
+			if (p->groups[j].stream >= e->nr_streams) {
+				ret = -EBADMSG;
+				break;
+			}
+			if (a->nr == a->cap) {
+				size_t cap = a->cap ? a->cap * 2 : 64;
+				struct adopt_group *n =
+					realloc(a->g, cap * sizeof(*n));
+
+				if (!n) {
+					ret = -ENOMEM;
+					break;
+				}
+				a->g = n;
+				a->cap = cap;
+			}
+			memset(&a->g[a->nr], 0, sizeof(a->g[a->nr]));
+			a->g[a->nr++].g = p->groups[j];
+		}
+		for (j = 0; j < p->nr_segs && !ret; j++)
+			ret = build ? adopt_seg(a, &p->segs[j]) :
+				      adopt_check_seg(a, &p->segs[j]);
+	}
+	if (!ret)
+		ret = za_etab_reader_done(&rd);
+	return ret;
+}
+
+int za_engine_table_adopt(struct za_engine *e, const uint8_t *blocks,
+			  uint32_t nr_parts)
+{
+	struct adopt a = { .e = e };
+	struct za_etab_part *p;
+	size_t i;
+	int ret;
+
+	if (!e->rec || e->rec_tab)
+		return -EINVAL;
+	p = malloc(sizeof(*p));
+	a.zone_seen = calloc(e->nr_members + 1, sizeof(*a.zone_seen));
+	if (!p || !a.zone_seen) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* Pass 2 finds what pass 1 did: only memory can fail it. */
+	ret = adopt_pass(&a, blocks, nr_parts, p, false);
+	if (!ret)
+		ret = adopt_pass(&a, blocks, nr_parts, p, true);
+	if (ret) {
+		if (ret != -ENOMEM)
+			ret = -EBADMSG;
+		goto out;
+	}
+	e->rec_tab = true;
+	e->rec_tab_next_seg = a.h.next_seg_id;
+	if (e->seq < a.h.next_seq)
+		e->seq = a.h.next_seq;
+	if (e->next_seg_id < a.h.next_seg_id)
+		e->next_seg_id = a.h.next_seg_id;
+	if (e->next_group_id < a.h.next_group_id)
+		e->next_group_id = a.h.next_group_id;
+	e->st.rec_table_segs = a.segs;
+out:
+	for (i = 0; i < a.nr; i++)
+		free(a.g[i].idx_seen);
+	free(a.g);
+	for (i = 0; a.zone_seen && i <= e->nr_members; i++)
+		free(a.zone_seen[i]);
+	free(a.zone_seen);
+	free(p);
+	return ret;
 }

@@ -449,6 +449,36 @@ int za_engine_recover_from(struct za_engine *e,
 			   int (*fn)(void *priv,
 				     const struct za_recovered_stripe *rs),
 			   void *priv);
+/*
+ * Recovery resting on the engine table (design.md 9.6 item 4). @plan
+ * (NULL: none) runs once inside za_engine_recover_from(), with its @priv,
+ * after the zone reports and before pass 1: it may read chosen zones
+ * whole (za_engine_recover_scan(): the anchored checkpoint's), read
+ * stripes of the segments found there (reads work on them), and adopt
+ * the engine table of the checkpoint it loads (za_engine_table_adopt()).
+ * Pass 1 then reads only what the table does not account for: written
+ * zones no segment of it holds, and its segments still open at its
+ * sequence number from their next stripe on. Without an adopted table,
+ * pass 1 reads everything, as without a plan. A negative return stops
+ * recovery. Call before za_engine_recover_from().
+ */
+void za_engine_recover_plan(struct za_engine *e, int (*plan)(void *priv));
+/* From @plan only: read zone @zone of member @member whole, unless it is
+ * empty, not readable or read already. 0 or -errno (-ENODEV). */
+int za_engine_recover_scan(struct za_engine *e, unsigned member, uint32_t zone);
+/*
+ * From @plan only: take the table in @blocks (@nr_parts parts, as read
+ * from the drives: untrusted) as the engine's groups and segments, its
+ * counters as a floor for the engine's, except the segments of a stream
+ * recovery reads whole (za_engine_stream_set_rescan()). Everything is
+ * checked first - places inside the array, no group place or zone given
+ * twice, none recovery has given already - and nothing is changed unless
+ * all holds. Returns 0, -EBADMSG (not usable: nothing changed; recovery
+ * reads everything) or -ENOMEM (recovery must stop).
+ */
+int za_engine_table_adopt(struct za_engine *e, const uint8_t *blocks,
+			  uint32_t nr_parts);
+
 static inline int
 za_engine_recover(struct za_engine *e,
 		  int (*fn)(void *priv, const struct za_recovered_stripe *rs),
@@ -625,6 +655,9 @@ struct za_engine_stats {
 	uint64_t quarantined_zones; /* waiting for a table (9.6), all members */
 	uint64_t next_seq;
 	unsigned open_segs; /* segments taking stripes, all streams */
+	/* The last recovery: zones it read, headers it read, segments it
+	 * took from the engine table instead (design.md 9.6). */
+	uint64_t rec_zones_scanned, rec_hdr_reads, rec_table_segs;
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 

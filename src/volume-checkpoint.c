@@ -650,10 +650,23 @@ void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r)
 
 /* ---- crash recovery ---- */
 
+struct ck_cand;
+
 struct rec_vol {
 	struct za_volume *v;
 	uint8_t *blk;
 	uint64_t stripes, unmaps, skipped;
+	/* The checkpoint search (rec_ckpt_find()), kept from the engine's
+	 * plan callback (rec_plan()) to its start callback (rec_start()). */
+	bool searched;
+	struct ck_cand *cands, *got;
+	unsigned nc;
+	uint64_t max_id; /* the highest checkpoint id seen */
+	struct za_anchor an;
+	bool an_read; /* an and limit are set (rec_anchor_read()) */
+	bool limit; /* load the anchored checkpoint, not a newer one */
+	uint8_t *tblocks; /* got's engine table, as read */
+	bool adopted; /* the engine took it (za_engine_table_adopt()) */
 };
 
 static int rec_apply_unmap(struct rec_vol *rv,
@@ -912,14 +925,16 @@ static bool cand_whole(const struct ck_cand *c)
  * found (engine-table.c). Only reported: recovery does not rest on the
  * table yet (docs/design.md 9.6).
  */
-static int ckpt_table_check(struct rec_vol *rv, const struct ck_cand *c)
+/* Read @c's engine table into *@out (malloc'd; NULL when it has none). */
+static int ckpt_table_read(struct rec_vol *rv, const struct ck_cand *c,
+			   uint8_t **out)
 {
 	struct za_volume *v = rv->v;
-	struct za_engine_table_stats ts;
 	uint8_t *blocks;
 	uint32_t i;
 	int ret = 0;
 
+	*out = NULL;
 	if (!c->nr_table)
 		return 0;
 	blocks = malloc((size_t)c->nr_table * ZA_ETAB_BLOCK_BYTES);
@@ -929,9 +944,32 @@ static int ckpt_table_check(struct rec_vol *rv, const struct ck_cand *c)
 		ret = za_engine_read_sync(
 			v->eng, c->tgroup[i], c->tpos[i], 1,
 			blocks + (size_t)i * ZA_ETAB_BLOCK_BYTES, NULL);
-	if (!ret)
+	if (ret) {
+		free(blocks);
+		return ret;
+	}
+	*out = blocks;
+	return 0;
+}
+
+/*
+ * Compare the engine table of @c (@blocks, read; NULL: unreadable) with
+ * what recovery found (engine-table.c), which also lists the places it
+ * gives to segments that no longer hold them, for quarantine. Recovery
+ * rests on it when it was adopted; otherwise it is only reported
+ * (docs/design.md 9.6).
+ */
+static int ckpt_table_check(struct rec_vol *rv, const struct ck_cand *c,
+			    const uint8_t *blocks)
+{
+	struct za_volume *v = rv->v;
+	struct za_engine_table_stats ts;
+	int ret = -EIO;
+
+	if (!c->nr_table)
+		return 0;
+	if (blocks)
 		ret = za_engine_table_check(v->eng, blocks, c->nr_table, &ts);
-	free(blocks);
 	if (ret == -ENOMEM)
 		return ret;
 	if (ret) {
@@ -1066,22 +1104,45 @@ static void rec_anchor_check(struct za_volume *v, const struct za_anchor *an,
 		    stale ? ", some columns moved since" : "");
 }
 
-static int rec_start(void *priv, uint64_t *min_seq)
+/* Forget the search (a fallback to a full scan, or the end). */
+static void rec_search_free(struct rec_vol *rv)
 {
-	struct rec_vol *rv = priv;
+	unsigned j;
+
+	for (j = 0; j < rv->nc; j++) {
+		free(rv->cands[j].group);
+		free(rv->cands[j].pos);
+		free(rv->cands[j].tgroup);
+		free(rv->cands[j].tpos);
+	}
+	free(rv->cands);
+	free(rv->tblocks);
+	rv->cands = rv->got = NULL;
+	rv->tblocks = NULL;
+	rv->nc = 0;
+	rv->searched = false;
+}
+
+/*
+ * Find and load the checkpoint to recover from among the checkpoint
+ * stream's groups the engine knows (rv->got: NULL when none is whole),
+ * its engine table read (rv->tblocks), every id seen counted
+ * (rv->max_id). With @ids_after (table mode, once every group is known),
+ * load nothing: only count the ids of the parts newer than checkpoint
+ * @ids_after's, stopping at the first of its own.
+ */
+static int rec_ckpt_find(struct rec_vol *rv, uint64_t ids_after)
+{
 	struct za_volume *v = rv->v;
 	struct za_ckpt_rec *recs = NULL;
-	struct ck_cand *cands = NULL, *got = NULL;
 	struct za_group_info *gi = NULL;
 	struct za_etab_part *tp = NULL;
-	uint64_t *ids = NULL, max_id = 0, blocks = 0, pos;
-	unsigned n, i, nr = 0, nc = 0, j;
+	uint64_t *ids = NULL, blocks = 0, pos, id;
+	unsigned n, i, nr = 0;
 	struct za_ckpt_hdr h;
-	struct za_anchor an;
-	bool limit;
+	bool stop = false;
 	int ret = 0, r;
 
-	limit = rec_anchor_read(v, &an);
 	n = za_engine_groups(v->eng, NULL, 0);
 	ids = malloc((n + 1) * sizeof(*ids));
 	gi = malloc(sizeof(*gi));
@@ -1100,10 +1161,10 @@ static int rec_start(void *priv, uint64_t *min_seq)
 		}
 	if (nr)
 		qsort(ids, nr, sizeof(*ids), cmp_desc);
-	for (i = 0; i < nr && !got && !ret; i++) {
+	for (i = 0; i < nr && !stop && !ret; i++) {
 		if (za_engine_group_info(v->eng, ids[i], gi))
 			continue;
-		for (pos = gi->next_pos; pos-- > 0 && !got && !ret;) {
+		for (pos = gi->next_pos; pos-- > 0 && !stop && !ret;) {
 			struct ck_cand *c;
 
 			if (za_engine_read_sync(v->eng, ids[i], pos, 1, rv->blk,
@@ -1116,12 +1177,26 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				if (za_etab_block_decode(
 					    rv->blk, ZA_ETAB_BLOCK_BYTES, tp))
 					continue;
-				if (tp->h.ckpt_id > max_id)
-					max_id = tp->h.ckpt_id;
-				if (v->ck.recover_full ||
-				    tp->h.nr_parts > blocks)
+				id = tp->h.ckpt_id;
+			} else if (r) {
+				continue; /* torn, or lost beyond p */
+			} else {
+				id = h.id;
+			}
+			/* Ignoring checkpoints still takes their ids: a new
+			 * one must never share a torn one's. */
+			if (id > rv->max_id)
+				rv->max_id = id;
+			if (ids_after) {
+				stop = id <= ids_after;
+				continue;
+			}
+			if (v->ck.recover_full)
+				continue;
+			if (r == -ENOENT) {
+				if (tp->h.nr_parts > blocks)
 					continue;
-				c = cand_get(&cands, &nc, tp->h.ckpt_id,
+				c = cand_get(&rv->cands, &rv->nc, tp->h.ckpt_id,
 					     tp->h.seq);
 				if (!c || cand_table(c, tp->h.nr_parts)) {
 					ret = -ENOMEM;
@@ -1135,22 +1210,14 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				c->tgroup[tp->h.part] = ids[i];
 				c->tpos[tp->h.part] = pos;
 				c->tfound++;
-			} else if (r) {
-				continue; /* torn, or lost beyond p */
 			} else {
-				if (h.id > max_id)
-					max_id = h.id;
-				/* Ignoring checkpoints still takes their ids:
-				 * a new one must never share a torn one's. */
-				if (v->ck.recover_full)
-					continue;
 				/* More parts than blocks on the drives: it can
 				 * never be complete (and a hostile count must
 				 * not size an allocation). */
 				if (h.nr_parts > blocks ||
 				    h.nr_table_parts > blocks)
 					continue;
-				c = cand_get(&cands, &nc, h.id, h.seq);
+				c = cand_get(&rv->cands, &rv->nc, h.id, h.seq);
 				if (!c || cand_table(c, h.nr_table_parts)) {
 					ret = -ENOMEM;
 					break;
@@ -1175,70 +1242,149 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				c->found++;
 			}
 			/* Newer than the anchor: written, never live. */
-			if (!cand_whole(c) || (limit && c->id > an.ckpt_id))
+			if (!cand_whole(c) ||
+			    (rv->limit && c->id > rv->an.ckpt_id))
 				continue;
 			ret = ckpt_load(rv, c, recs);
 			if (ret == -EBADMSG) {
 				c->failed = true;
 				ret = 0;
 			} else if (!ret) {
-				if (an.flags & ZA_ANCHOR_REVOKED)
-					za_log_info(
-						"recovery: the engine table "
-						"of checkpoint %llu is not "
-						"checked: its anchor was "
-						"revoked (quarantine freed "
-						"early)",
-						(unsigned long long)c->id);
-				else
-					ret = ckpt_table_check(rv, c);
-				if (!ret)
-					ret = ckpt_adopt(v, c);
-				got = c;
+				rv->got = c;
+				stop = true;
+				r = ckpt_table_read(rv, c, &rv->tblocks);
+				if (r == -ENOMEM)
+					ret = r;
 			}
 		}
 	}
-	if (ret)
-		goto out;
-	v->ck.next_id = max_id + 1;
-	for (j = 0; j < nc; j++)
-		if (!got || cands[j].id > got->id)
-			za_log_info(
-				"recovery: checkpoint %llu not used: %s (%u "
-				"of %u parts and %u of %u table parts found)",
-				(unsigned long long)cands[j].id,
-				cands[j].failed	       ? "invalid" :
-				!cand_whole(&cands[j]) ? "torn" :
-							 "never anchored",
-				cands[j].found, cands[j].nr_parts,
-				cands[j].tfound, cands[j].nr_table);
-	if (limit)
-		rec_anchor_check(v, &an, got);
-	if (got) {
-		*min_seq = got->seq;
-		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
-			    "%u parts and %u table parts, %zu extents",
-			    (unsigned long long)got->id,
-			    (unsigned long long)got->seq, got->nr_parts,
-			    got->nr_table, za_map_extents(v->map));
-	} else if (nc) {
-		za_log_warn("recovery: no complete checkpoint among %u found; "
-			    "replaying every stripe",
-			    nc);
-	}
 out:
-	for (j = 0; j < nc; j++) {
-		free(cands[j].group);
-		free(cands[j].pos);
-		free(cands[j].tgroup);
-		free(cands[j].tpos);
-	}
-	free(cands);
+	rv->searched = !ret && !ids_after;
 	free(tp);
 	free(recs);
 	free(gi);
 	free(ids);
 	return ret;
+}
+
+/*
+ * The engine's plan callback (za_engine_recover_plan()): with an anchor
+ * that places its checkpoint, read only the anchored segments' zones,
+ * load that checkpoint, and have the engine adopt its table, so that
+ * pass 1 reads only what the table does not account for (design.md 9.6
+ * item 4). Anything short of that - no anchor, an unplaced or revoked
+ * one, the anchored checkpoint not whole there, a table that does not
+ * hold - and recovery reads everything, as before anchors.
+ */
+static int rec_plan(void *priv)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	const struct za_anchor_seg *as;
+	unsigned i, c;
+	int ret;
+
+	rv->limit = rec_anchor_read(v, &rv->an);
+	rv->an_read = true;
+	if (!rv->limit || !rv->an.nr_segs ||
+	    (rv->an.flags & ZA_ANCHOR_REVOKED) || v->ck.no_table_recovery)
+		return 0;
+	for (i = 0; i < rv->an.nr_segs; i++)
+		for (as = &rv->an.segs[i], c = 0; c < as->width; c++) {
+			if (as->members[c] == ZA_STRIPE_MEMBER_ABSENT)
+				continue;
+			ret = za_engine_recover_scan(v->eng, as->members[c],
+						     as->zones[c]);
+			if (ret)
+				return ret;
+		}
+	ret = rec_ckpt_find(rv, 0);
+	if (ret)
+		return ret;
+	if (rv->got && rv->got->id == rv->an.ckpt_id && rv->tblocks) {
+		ret = za_engine_table_adopt(v->eng, rv->tblocks,
+					    rv->got->nr_table);
+		if (!ret) {
+			rv->adopted = true;
+			return 0;
+		}
+		if (ret == -ENOMEM)
+			return ret;
+		za_log_warn("recovery: the engine table of checkpoint %llu "
+			    "does not hold (%s): every zone is read",
+			    (unsigned long long)rv->got->id, strerror(-ret));
+		v->st.etab_mismatches++;
+	} else {
+		za_log_warn("recovery: the anchored checkpoint %llu is not "
+			    "whole where its anchor says: every zone is read",
+			    (unsigned long long)rv->an.ckpt_id);
+	}
+	/* Back to a full scan: the search starts again over everything. */
+	rec_search_free(rv);
+	return ckpt_unload(v);
+}
+
+static int rec_start(void *priv, uint64_t *min_seq)
+{
+	struct rec_vol *rv = priv;
+	struct za_volume *v = rv->v;
+	struct ck_cand *got;
+	unsigned j;
+	int ret = 0;
+
+	if (!rv->an_read)
+		rv->limit = rec_anchor_read(v, &rv->an);
+	rv->an_read = true;
+	if (!rv->searched)
+		ret = rec_ckpt_find(rv, 0);
+	else if (rv->got)
+		/* Groups newer than the anchored segments are known now:
+		 * their checkpoint ids are taken too. */
+		ret = rec_ckpt_find(rv, rv->got->id);
+	if (ret)
+		return ret;
+	got = rv->got;
+	v->ck.next_id = rv->max_id + 1;
+	if (got) {
+		if (rv->an.flags & ZA_ANCHOR_REVOKED)
+			za_log_info("recovery: the engine table of checkpoint "
+				    "%llu is not checked: its anchor was "
+				    "revoked (quarantine freed early)",
+				    (unsigned long long)got->id);
+		else
+			ret = ckpt_table_check(rv, got, rv->tblocks);
+		if (!ret)
+			ret = ckpt_adopt(v, got);
+		if (ret)
+			return ret;
+	}
+	for (j = 0; j < rv->nc; j++)
+		if (!got || rv->cands[j].id > got->id)
+			za_log_info(
+				"recovery: checkpoint %llu not used: %s (%u "
+				"of %u parts and %u of %u table parts found)",
+				(unsigned long long)rv->cands[j].id,
+				rv->cands[j].failed	   ? "invalid" :
+				!cand_whole(&rv->cands[j]) ? "torn" :
+							     "never anchored",
+				rv->cands[j].found, rv->cands[j].nr_parts,
+				rv->cands[j].tfound, rv->cands[j].nr_table);
+	if (rv->limit)
+		rec_anchor_check(v, &rv->an, got);
+	if (got) {
+		*min_seq = got->seq;
+		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
+			    "%u parts and %u table parts, %zu extents%s",
+			    (unsigned long long)got->id,
+			    (unsigned long long)got->seq, got->nr_parts,
+			    got->nr_table, za_map_extents(v->map),
+			    rv->adopted ? "; its engine table adopted" : "");
+	} else if (rv->nc) {
+		za_log_warn("recovery: no complete checkpoint among %u found; "
+			    "replaying every stripe",
+			    rv->nc);
+	}
+	return 0;
 }
 
 /*
@@ -1322,13 +1468,22 @@ static int rec_finish(struct za_volume *v)
 int za_volume_recover(struct za_volume *v)
 {
 	struct rec_vol rv = { .v = v };
+	struct za_engine_stats es;
 	uint64_t t0 = za_io_now_ns();
 	int ret;
 
 	if (posix_memalign((void **)&rv.blk, 4096, 4096))
 		return -ENOMEM;
+	za_engine_recover_plan(v->eng, v->ck.anchor_rec ? rec_plan : NULL);
 	ret = za_engine_recover_from(v->eng, rec_start, rec_apply, &rv);
+	za_engine_recover_plan(v->eng, NULL);
+	rec_search_free(&rv);
 	free(rv.blk);
+	v->st.recovery_table = rv.adopted;
+	za_engine_get_stats(v->eng, &es);
+	v->st.recovery_zones = es.rec_zones_scanned;
+	v->st.recovery_hdr_reads = es.rec_hdr_reads;
+	v->st.recovery_table_segs = es.rec_table_segs;
 	if (!ret)
 		ret = rec_finish(v);
 	/*

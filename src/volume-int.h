@@ -145,6 +145,7 @@ struct ckpt {
 	uint64_t interval_blocks; /* 0: the adaptive default */
 	unsigned window; /* parts in flight */
 	bool recover_full;
+	bool no_table_recovery; /* za_volume_params.no_table_recovery */
 	uint64_t since_blocks; /* stripe blocks submitted since the last */
 	/* Stripes the map depends on: bumped for each one submitted (and by
 	 * a recovery that replayed some); what the live checkpoint saw. */

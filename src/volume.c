@@ -315,6 +315,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	v->ck.anchor = p->anchor;
 	v->ck.anchor_priv = p->anchor_priv;
 	v->ck.anchor_rec = p->anchor_rec;
+	v->ck.no_table_recovery = p->no_table_recovery;
 	/* The default size counts both write sets: add them first. */
 	if (!p->size_bytes)
 		v->size_blocks = default_size(p->eng, true) / 4096;

@@ -70,6 +70,9 @@ struct za_volume_params {
 	 * checkpoint it names, not a newer one never anchored.
 	 */
 	const uint8_t *anchor_rec;
+	/* Recovery reads every zone even where the anchor and its
+	 * checkpoint's engine table would spare it (tests compare). */
+	bool no_table_recovery;
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -241,6 +244,14 @@ struct za_volume_stats {
 	 */
 	bool anchored;
 	uint64_t anchor_mismatches, anchors;
+	/*
+	 * The last recovery: whether it rested on the anchored checkpoint's
+	 * engine table (read only the zones the table does not account
+	 * for), the zones and stripe headers it read, and the segments it
+	 * took from the table.
+	 */
+	bool recovery_table;
+	uint64_t recovery_zones, recovery_hdr_reads, recovery_table_segs;
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 

@@ -933,6 +933,8 @@ static int rec_cb(void *priv, const struct za_recovered_stripe *rs)
 
 /* A second stream the engine has before it recovers (NULL: none). */
 static const struct za_geom *restart_stream;
+/* A plan for the recovery (za_engine_recover_plan(); NULL: none). */
+static int (*restart_plan)(void *priv);
 
 static void tarr_restart(struct tarr *t)
 {
@@ -958,6 +960,7 @@ static void tarr_restart(struct tarr *t)
 			za_engine_stream_add(t->e, restart_stream, 1, &id), 0);
 	}
 	rec_count = 0;
+	za_engine_recover_plan(t->e, restart_plan);
 	ck_assert_int_eq(za_engine_recover(t->e, rec_cb, NULL), 0);
 }
 
@@ -2766,6 +2769,110 @@ START_TEST(test_engine_table_check)
 }
 END_TEST
 
+/* test_table_adopt's plan callback: adopt what it was given. */
+static const uint8_t *adopt_blocks;
+static struct tarr *adopt_t;
+static int adopt_got;
+
+static int adopt_plan(void *priv)
+{
+	(void)priv;
+	/* One part; none at all for a NULL table. */
+	adopt_got = za_engine_table_adopt(adopt_t->e, adopt_blocks,
+					  adopt_blocks ? 1 : 0);
+	return adopt_got == -ENOMEM ? adopt_got : 0;
+}
+
+/*
+ * Recovery resting on the table (design.md 9.6 item 4): adopted, the
+ * table's segments are not read - only the stripes written after it are,
+ * and handed over - and everything reads back. A table that does not
+ * hold (two segments in one zone, one place of a group twice, a member
+ * the array lacks, more stripes than a segment has) is refused whole:
+ * nothing taken, every zone read, everything reads back all the same.
+ */
+START_TEST(test_table_adopt)
+{
+	struct za_engine_stats es;
+	uint64_t tab_reads = 0, full_reads = 0;
+	struct za_etab_part *p;
+	uint8_t *blocks, *tamp;
+	uint32_t nr, snap;
+	struct tarr t;
+	struct wrec w[9];
+	unsigned i, kind;
+
+	rng = 3700;
+	tarr_make(&t, 12, 4, 2, 4096, 2, 8, 2); /* groups of two segments */
+	adopt_t = &t;
+	for (i = 0; i < 6; i++)
+		ck_assert_int_eq(write_one(&t, &w[i],
+					   za_engine_layout(t.e)->data_blocks),
+				 0);
+	while (za_engine_busy(t.e))
+		za_io_run_once(t.io);
+	za_engine_get_stats(t.e, &es);
+	ck_assert_int_eq(za_engine_table_encode(t.e, 1, es.next_seq - 1,
+						&blocks, &nr, &snap),
+			 0);
+	ck_assert_uint_eq(nr, 1);
+	for (i = 6; i < 9; i++)
+		ck_assert_int_eq(write_one(&t, &w[i],
+					   za_engine_layout(t.e)->data_blocks),
+				 0);
+	tamp = malloc(ZA_ETAB_BLOCK_BYTES);
+	ck_assert_ptr_nonnull(tamp);
+	for (kind = 0; kind < 6; kind++) {
+		p = etab_part0(blocks);
+		ck_assert_uint_gt(p->nr_segs, 1);
+		ck_assert_uint_eq(p->segs[0].group_id, p->segs[1].group_id);
+		switch (kind) {
+		case 1: /* two segments in one zone */
+			p->segs[1].col[0].member = p->segs[0].col[0].member;
+			p->segs[1].col[0].zone = p->segs[0].col[0].zone;
+			break;
+		case 2: /* one place of a group twice */
+			p->segs[1].grp_idx = p->segs[0].grp_idx;
+			break;
+		case 3: /* a member the array does not have */
+			p->segs[0].col[0].member = 200;
+			break;
+		case 4: /* more stripes than the segment has */
+			p->segs[0].next_stripe = 1000;
+			break;
+		}
+		ck_assert_int_eq(za_etab_block_encode(p, tamp), 0);
+		free(p);
+		adopt_blocks = kind < 5 ? tamp : NULL; /* 5: no part */
+		restart_plan = adopt_plan;
+		tarr_restart(&t);
+		restart_plan = NULL;
+		za_engine_get_stats(t.e, &es);
+		if (kind == 0) {
+			ck_assert_int_eq(adopt_got, 0);
+			ck_assert_uint_gt(es.rec_table_segs, 1);
+			/* Only what was written after the table. */
+			ck_assert_uint_eq(rec_count, 3);
+			tab_reads = es.rec_hdr_reads;
+		} else {
+			ck_assert_int_eq(adopt_got, -EBADMSG);
+			ck_assert_uint_eq(es.rec_table_segs, 0);
+			ck_assert_uint_eq(rec_count, 9);
+			full_reads = es.rec_hdr_reads;
+		}
+		for (i = 0; i < 9; i++)
+			ck_assert_int_eq(check_one(&t, &w[i], 0, w[i].nr_blocks,
+						   NULL),
+					 0);
+	}
+	/* Resting on the table, recovery read fewer headers. */
+	ck_assert_uint_lt(tab_reads, full_reads);
+	free(tamp);
+	free(blocks);
+	tarr_free(&t);
+}
+END_TEST
+
 /* Free data zones of every member, from the space figures. */
 static uint64_t free_zones(struct tarr *t)
 {
@@ -3075,6 +3182,7 @@ int main(void)
 	tcase_add_test(tc, test_journal_stream);
 	tcase_add_test(tc, test_restart_reads_bounded);
 	tcase_add_test(tc, test_engine_table_check);
+	tcase_add_test(tc, test_table_adopt);
 	tcase_add_test(tc, test_zone_quarantine);
 	tcase_add_test(tc, test_zone_reuse_detected);
 	tcase_add_loop_test(tc, test_rebuild, 0,
