@@ -920,11 +920,6 @@ static bool cand_whole(const struct ck_cand *c)
 	       c->tfound == c->nr_table;
 }
 
-/*
- * Read the engine table's parts of @c and compare it with what the scan
- * found (engine-table.c). Only reported: recovery does not rest on the
- * table yet (docs/design.md 9.6).
- */
 /* Read @c's engine table into *@out (malloc'd; NULL when it has none). */
 static int ckpt_table_read(struct rec_vol *rv, const struct ck_cand *c,
 			   uint8_t **out)
@@ -1030,7 +1025,8 @@ static bool rec_anchor_read(struct za_volume *v, struct za_anchor *an)
  * The checkpoint recovery loaded (@got, NULL: none) against the anchor:
  * the one it names must be whole on the drives (it is not superseded
  * before a newer one is anchored), its parts in the segments it names.
- * Only counted for now: recovery does not rest on it yet (design.md 9.6).
+ * Counted (design.md 9.6): recovery found it there (rec_plan()) or read
+ * every zone, so a disagreement is a bug to report, not a loss.
  */
 static void rec_anchor_check(struct za_volume *v, const struct za_anchor *an,
 			     const struct ck_cand *got)
