@@ -77,6 +77,7 @@ struct tvol {
 	uint8_t *anchor_durable; /* shared: a crashed child's is kept */
 	uint8_t anchor_next[ZA_ANCHOR_BYTES];
 	struct za_io_defer anchor_defer;
+	bool anchor_queued; /* anchor_defer waits to run */
 	/* Recovery may find the anchor disagreeing (a test tampered). */
 	bool anchor_tampered;
 	bool no_table_recovery; /* za_volume_params.no_table_recovery */
@@ -88,6 +89,7 @@ static void tvol_anchor_round_end(struct za_io_defer *d)
 {
 	struct tvol *t = container_of(d, struct tvol, anchor_defer);
 
+	t->anchor_queued = false;
 	if (!t->anchor_lose)
 		memcpy(t->anchor_durable, t->anchor_next, ZA_ANCHOR_BYTES);
 	za_volume_anchored(t->v);
@@ -98,6 +100,9 @@ static void tvol_anchor(void *priv, const uint8_t *rec)
 	struct tvol *t = priv;
 
 	memcpy(t->anchor_next, rec, ZA_ANCHOR_BYTES);
+	if (t->anchor_queued)
+		return; /* the round queued carries this one */
+	t->anchor_queued = true;
 	t->anchor_defer.fn = tvol_anchor_round_end;
 	za_io_defer(t->io, &t->anchor_defer);
 }
