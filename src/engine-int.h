@@ -333,6 +333,14 @@ void eng_read_errors_check(struct za_engine *e, unsigned idx);
 uint64_t eng_segs_from(const uint64_t *cnt, unsigned n, unsigned width);
 unsigned eng_seg_width(const struct za_stripe_layout *l, unsigned n);
 void eng_group_unlink_free(struct za_engine *e, struct group *grp);
+/* Recovery (engine-recover.c): a group found or made, a sealed segment
+ * made in it and, once its columns are set, inserted. */
+struct group *eng_rec_group_get(struct za_engine *e, uint64_t id,
+				struct stream *st, unsigned w,
+				uint32_t nr_stripes);
+struct za_segment *eng_rec_seg_new(struct za_engine *e, struct group *grp,
+				   unsigned idx, uint64_t id);
+void eng_rec_seg_insert(struct za_engine *e, struct za_segment *g);
 void eng_group_release_start(struct za_engine *e, struct group *grp);
 bool eng_col_lost(const struct za_engine *e, const struct za_segment *g,
 		  unsigned c);

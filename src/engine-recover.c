@@ -74,6 +74,82 @@ struct rec_ctx {
 	uint64_t max_seq, max_seg, max_group;
 };
 
+/*
+ * Recovery's groups and segments, whether found in headers
+ * (rec_segment()) or taken from a table (engine-table.c).
+ *
+ * eng_rec_group_get(): group @id, made empty if new; NULL on -ENOMEM.
+ * A group found already is returned as it is: the caller compares.
+ */
+struct group *eng_rec_group_get(struct za_engine *e, uint64_t id,
+				struct stream *st, unsigned w,
+				uint32_t nr_stripes)
+{
+	struct group *grp = eng_group_find(e, id);
+
+	if (grp)
+		return grp;
+	grp = calloc(1, sizeof(*grp));
+	if (grp)
+		grp->segs = calloc(w, sizeof(*grp->segs));
+	if (!grp || !grp->segs) {
+		free(grp);
+		return NULL;
+	}
+	grp->id = id;
+	grp->eng = e;
+	grp->st = st;
+	grp->w = w;
+	grp->nr_stripes = nr_stripes;
+	eng_group_insert(e, grp);
+	return grp;
+}
+
+/* A sealed, finished segment (no more stripes after a restart) at place
+ * @idx of @grp, its columns to be set; not inserted yet. */
+struct za_segment *eng_rec_seg_new(struct za_engine *e, struct group *grp,
+				   unsigned idx, uint64_t id)
+{
+	struct za_segment *g = eng_seg_alloc(grp->st->l.width);
+
+	if (!g)
+		return NULL;
+	g->eng = e;
+	g->st = grp->st;
+	g->grp = grp;
+	g->grp_idx = idx;
+	g->id = id;
+	g->state = ZA_SEG_SEALED;
+	g->nr_stripes = grp->nr_stripes;
+	g->finished = true;
+	return g;
+}
+
+void eng_rec_seg_insert(struct za_engine *e, struct za_segment *g)
+{
+	g->grp->segs[g->grp_idx] = g;
+	eng_seg_insert(e, g);
+	eng_pairs_add(e, g, 1);
+}
+
+/* Forget @g (on the hash chain *@gp points into; *@gp is its successor
+ * afterwards), and its group once it holds no segment. */
+static void rec_seg_drop(struct za_engine *e, struct za_segment *g)
+{
+	struct group *grp = g->grp;
+	unsigned j;
+
+	eng_seg_unlink(e, g);
+	grp->segs[g->grp_idx] = NULL;
+	eng_pairs_add(e, g, -1);
+	free(g->fin);
+	free(g);
+	for (j = 0; j < grp->w && !grp->segs[j]; j++)
+		;
+	if (j == grp->w)
+		eng_group_unlink_free(e, grp);
+}
+
 static struct za_segment *rec_segment(struct za_engine *e,
 				      const struct za_stripe_hdr *h)
 {
@@ -100,36 +176,14 @@ static struct za_segment *rec_segment(struct za_engine *e,
 							UINT32_MAX))
 			return NULL;
 	}
-	grp = eng_group_find(e, h->group_id);
-	if (!grp) {
-		grp = calloc(1, sizeof(*grp));
-		if (grp)
-			grp->segs = calloc(h->group_w, sizeof(*grp->segs));
-		if (!grp || !grp->segs) {
-			free(grp);
-			return NULL;
-		}
-		grp->id = h->group_id;
-		grp->eng = e;
-		grp->st = st;
-		grp->w = h->group_w;
-		grp->nr_stripes = h->group_stripes;
-		eng_group_insert(e, grp);
-	}
-	if (grp->w != h->group_w || grp->st != st ||
+	grp = eng_rec_group_get(e, h->group_id, st, h->group_w,
+				h->group_stripes);
+	if (!grp || grp->w != h->group_w || grp->st != st ||
 	    grp->nr_stripes != h->group_stripes || grp->segs[h->group_idx])
 		return NULL;
-	g = eng_seg_alloc(width);
+	g = eng_rec_seg_new(e, grp, h->group_idx, h->seg_id);
 	if (!g)
 		return NULL;
-	g->eng = e;
-	g->st = st;
-	g->grp = grp;
-	g->grp_idx = h->group_idx;
-	g->id = h->seg_id;
-	g->state = ZA_SEG_SEALED;
-	g->nr_stripes = h->group_stripes;
-	g->finished = true;
 	for (i = 0; i < width; i++) {
 		struct member *m = &e->m[h->members[i]];
 
@@ -147,9 +201,7 @@ static struct za_segment *rec_segment(struct za_engine *e,
 			m->zkind[g->zone[i]] = Z_USED;
 		}
 	}
-	grp->segs[h->group_idx] = g;
-	eng_seg_insert(e, g);
-	eng_pairs_add(e, g, 1);
+	eng_rec_seg_insert(e, g);
 	return g;
 }
 
@@ -409,8 +461,7 @@ int za_engine_recover_scan(struct za_engine *e, unsigned mi, uint32_t z)
 static void rec_drop_released(struct za_engine *e)
 {
 	struct za_segment *g, **gp;
-	struct group *grp;
-	unsigned i, c, j, seen, empty;
+	unsigned i, c, seen, empty;
 
 	for (i = 0; i < e->hash_size; i++)
 		for (gp = &e->hash[i]; (g = *gp);) {
@@ -433,16 +484,7 @@ static void rec_drop_released(struct za_engine *e)
 				"recovery: segment %llu of the engine table "
 				"was released since",
 				(unsigned long long)g->id);
-			eng_seg_unlink(e, g); /* *gp is its successor now */
-			grp = g->grp;
-			grp->segs[g->grp_idx] = NULL;
-			eng_pairs_add(e, g, -1);
-			free(g->fin);
-			free(g);
-			for (j = 0; j < grp->w && !grp->segs[j]; j++)
-				;
-			if (j == grp->w)
-				eng_group_unlink_free(e, grp);
+			rec_seg_drop(e, g); /* *gp is its successor now */
 		}
 }
 
@@ -768,8 +810,7 @@ static void rec_unclaim(struct za_engine *e)
 static void rec_drop_orphans(struct za_engine *e)
 {
 	struct za_segment *g, **gp;
-	struct group *grp;
-	unsigned i, c, j, seen;
+	unsigned i, c, seen;
 	bool held;
 
 	for (i = 0; i < e->hash_size; i++)
@@ -790,16 +831,7 @@ static void rec_drop_orphans(struct za_engine *e)
 				    "unfinished copies: released before the "
 				    "crash; dropped",
 				    (unsigned long long)g->id);
-			eng_seg_unlink(e, g); /* *gp is its successor now */
-			grp = g->grp;
-			grp->segs[g->grp_idx] = NULL;
-			eng_pairs_add(e, g, -1);
-			free(g->fin);
-			free(g);
-			for (j = 0; j < grp->w && !grp->segs[j]; j++)
-				;
-			if (j == grp->w)
-				eng_group_unlink_free(e, grp);
+			rec_seg_drop(e, g); /* *gp is its successor now */
 		}
 }
 

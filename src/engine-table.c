@@ -523,24 +523,11 @@ static int adopt_seg(struct adopt *a, const struct za_etab_seg *s)
 
 	if (st->rescan)
 		return 0;
-	grp = eng_group_find(e, ag->g.id);
-	if (!grp) {
-		grp = calloc(1, sizeof(*grp));
-		if (grp)
-			grp->segs = calloc(ag->g.w, sizeof(*grp->segs));
-		if (!grp || !grp->segs) {
-			free(grp);
-			return -ENOMEM;
-		}
-		grp->id = ag->g.id;
-		grp->eng = e;
-		grp->st = st;
-		grp->w = ag->g.w;
-		grp->nr_stripes = ag->g.nr_stripes;
-		grp->next_pos = ag->g.next_pos;
-		eng_group_insert(e, grp);
-	}
-	g = eng_seg_alloc(s->width);
+	grp = eng_rec_group_get(e, ag->g.id, st, ag->g.w, ag->g.nr_stripes);
+	if (!grp)
+		return -ENOMEM;
+	grp->next_pos = ag->g.next_pos;
+	g = eng_rec_seg_new(e, grp, s->grp_idx, s->id);
 	if (!g)
 		return -ENOMEM;
 	if (!(s->flags & ZA_ETAB_SEG_SEALED)) {
@@ -553,15 +540,6 @@ static int adopt_seg(struct adopt *a, const struct za_etab_seg *s)
 		e->rec_open = open;
 		open[e->rec_nr_open++] = g;
 	}
-	g->eng = e;
-	g->st = st;
-	g->grp = grp;
-	g->grp_idx = s->grp_idx;
-	g->id = s->id;
-	/* As recovery leaves every segment it finds: no more stripes. */
-	g->state = ZA_SEG_SEALED;
-	g->finished = true;
-	g->nr_stripes = ag->g.nr_stripes;
 	g->next_stripe = s->next_stripe;
 	g->dead_cols = s->dead_cols;
 	g->rec_table = true;
@@ -592,9 +570,7 @@ static int adopt_seg(struct adopt *a, const struct za_etab_seg *s)
 			m->zkind[col->zone] = Z_USED;
 		}
 	}
-	grp->segs[s->grp_idx] = g;
-	eng_seg_insert(e, g);
-	eng_pairs_add(e, g, 1);
+	eng_rec_seg_insert(e, g);
 	a->segs++;
 	return 0;
 }
