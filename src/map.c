@@ -45,16 +45,32 @@
 /* Splits one call may need: two cuts and one insertion. */
 #define SPARES 3u
 
-struct ext {
-	uint64_t lba, len;
-	struct za_map_loc loc;
-};
+/* An extent is a struct za_map_ext (map.h): a leaf's extents are handed
+ * out to a snapshot as they are. */
+struct dnode;
 
 struct leaf {
 	uint64_t key; /* e[0].lba: its key in the index */
 	uint32_t nr;
+	bool dirty; /* changed since its page was last handed out */
 	struct leaf *prev, *next; /* LBA order */
-	struct ext e[LEAF_CAP];
+	struct dnode *dn; /* its directory node */
+	struct za_map_page *pg; /* its page, NULL before the first */
+	struct za_map_ext e[LEAF_CAP];
+};
+
+/*
+ * A directory node: a run of up to ZA_MAP_DIR_CAP consecutive leaves
+ * (from @first, @nr of them), one page on the drives. Nodes are split in
+ * halves when full and freed when empty, never merged: there are never
+ * more of them than leaves.
+ */
+struct dnode {
+	struct dnode *prev, *next; /* LBA order */
+	struct leaf *first;
+	uint32_t nr;
+	bool dirty;
+	struct za_map_page *pg;
 };
 
 /* The index: one entry per leaf, sorted by key. */
@@ -72,6 +88,15 @@ struct za_map {
 	size_t nr; /* extents */
 	size_t nr_leaves; /* = index entries */
 	struct leaf *finger; /* the leaf the last lookup found, or NULL */
+	/* pages */
+	struct dnode *dhead;
+	struct dnode *dspare[SPARES];
+	unsigned nr_dspare;
+	size_t nr_dnodes;
+	uint32_t nr_dirty_leaves, nr_dirty_dirs;
+	struct za_map_page *superseded; /* by frees since the last snapshot */
+	struct dnode *load_dn; /* loading: the directory node being filled */
+	struct leaf *load_last; /* loading: the last leaf loaded */
 };
 
 /* A place in the extent sequence: e[i] of @lf; i == lf->nr only at the
@@ -95,6 +120,18 @@ static void drop_spares(struct za_map *m)
 {
 	while (m->nr_spare)
 		free(m->spare[--m->nr_spare]);
+	while (m->nr_dspare)
+		free(m->dspare[--m->nr_dspare]);
+}
+
+static void pages_free(struct za_map_page *pg)
+{
+	struct za_map_page *next;
+
+	for (; pg; pg = next) {
+		next = pg->next;
+		free(pg);
+	}
 }
 
 void za_map_free(struct za_map *m)
@@ -103,10 +140,19 @@ void za_map_free(struct za_map *m)
 
 	if (!m)
 		return;
+	struct dnode *dn, *dnext;
+
 	for (lf = m->head; lf; lf = next) {
 		next = lf->next;
+		free(lf->pg);
 		free(lf);
 	}
+	for (dn = m->dhead; dn; dn = dnext) {
+		dnext = dn->next;
+		free(dn->pg);
+		free(dn);
+	}
+	pages_free(m->superseded);
 	drop_spares(m);
 	free(m->idx);
 	free(m);
@@ -131,6 +177,14 @@ static int reserve(struct za_map *m)
 		if (!lf)
 			return -ENOMEM;
 		m->spare[m->nr_spare++] = lf;
+	}
+	/* Each new leaf may split its directory node. */
+	while (m->nr_dspare < SPARES) {
+		struct dnode *dn = malloc(sizeof(*dn));
+
+		if (!dn)
+			return -ENOMEM;
+		m->dspare[m->nr_dspare++] = dn;
 	}
 	return 0;
 }
@@ -256,7 +310,7 @@ static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
 	hi = p.lf->nr;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
-		const struct ext *e = &p.lf->e[mid];
+		const struct za_map_ext *e = &p.lf->e[mid];
 
 		if (e->lba + e->len > lba)
 			hi = mid;
@@ -279,7 +333,7 @@ static bool at_end(struct pos p)
 	return !p.lf || p.i == p.lf->nr;
 }
 
-static struct ext *at(struct pos p)
+static struct za_map_ext *at(struct pos p)
 {
 	return &p.lf->e[p.i];
 }
@@ -307,6 +361,141 @@ static bool prev_pos(const struct za_map *m, struct pos p, struct pos *out)
 	return true;
 }
 
+/* ---- pages: what changed since the last snapshot ---- */
+
+/* @pg (if any) is no longer a page of the tree. */
+static void supersede(struct za_map_page **list, struct za_map_page *pg)
+{
+	if (!pg)
+		return;
+	pg->node = NULL;
+	pg->next = *list;
+	*list = pg;
+}
+
+static void dn_touch(struct za_map *m, struct dnode *dn)
+{
+	if (!dn->dirty) {
+		dn->dirty = true;
+		m->nr_dirty_dirs++;
+	}
+}
+
+/* @lf's content changed: its page and its directory's are to be
+ * written again. */
+static void touch(struct za_map *m, struct leaf *lf)
+{
+	if (!lf->dirty) {
+		lf->dirty = true;
+		m->nr_dirty_leaves++;
+	}
+	dn_touch(m, lf->dn);
+}
+
+static struct dnode *dn_take(struct za_map *m)
+{
+	struct dnode *dn;
+
+	assert(m->nr_dspare > 0);
+	dn = m->dspare[--m->nr_dspare];
+	memset(dn, 0, sizeof(*dn));
+	m->nr_dnodes++;
+	return dn;
+}
+
+/* Link @n into the list of directory nodes after @dn (NULL: first). */
+static void dn_link(struct za_map *m, struct dnode *dn, struct dnode *n)
+{
+	n->prev = dn;
+	n->next = dn ? dn->next : m->dhead;
+	if (n->next)
+		n->next->prev = n;
+	if (dn)
+		dn->next = n;
+	else
+		m->dhead = n;
+}
+
+static void dn_free(struct za_map *m, struct dnode *dn)
+{
+	if (dn->prev)
+		dn->prev->next = dn->next;
+	else
+		m->dhead = dn->next;
+	if (dn->next)
+		dn->next->prev = dn->prev;
+	if (dn->dirty)
+		m->nr_dirty_dirs--;
+	supersede(&m->superseded, dn->pg);
+	m->nr_dnodes--;
+	if (m->nr_dspare < SPARES)
+		m->dspare[m->nr_dspare++] = dn;
+	else
+		free(dn);
+}
+
+/* @dn holds more than ZA_MAP_DIR_CAP leaves: its second half moves to a
+ * new node after it. */
+static void dn_split(struct za_map *m, struct dnode *dn)
+{
+	struct dnode *n = dn_take(m);
+	struct leaf *lf = dn->first;
+	uint32_t i;
+
+	dn_link(m, dn, n);
+	for (i = 0; i < dn->nr / 2; i++)
+		lf = lf->next;
+	n->first = lf;
+	for (; lf && lf->dn == dn; lf = lf->next) {
+		lf->dn = n;
+		n->nr++;
+	}
+	dn->nr -= n->nr;
+	dn_touch(m, dn);
+	dn_touch(m, n);
+}
+
+/* @n was just linked into the list of leaves: it joins the directory
+ * node of the leaf before it (or after it, as the new head). */
+static void dn_join(struct za_map *m, struct leaf *n)
+{
+	struct dnode *dn;
+
+	if (n->prev) {
+		dn = n->prev->dn;
+	} else if (n->next) {
+		dn = n->next->dn;
+		dn->first = n;
+	} else {
+		dn = dn_take(m);
+		dn_link(m, NULL, dn);
+		dn->first = n;
+	}
+	n->dn = dn;
+	dn->nr++;
+	touch(m, n);
+	if (dn->nr > ZA_MAP_DIR_CAP)
+		dn_split(m, dn);
+}
+
+/* @lf is about to leave the list of leaves. */
+static void dn_leave(struct za_map *m, struct leaf *lf)
+{
+	struct dnode *dn = lf->dn;
+
+	if (lf->dirty)
+		m->nr_dirty_leaves--;
+	supersede(&m->superseded, lf->pg);
+	lf->pg = NULL;
+	dn->nr--;
+	if (dn->first == lf)
+		dn->first = lf->next && lf->next->dn == dn ? lf->next : NULL;
+	if (!dn->nr)
+		dn_free(m, dn);
+	else
+		dn_touch(m, dn);
+}
+
 static struct leaf *leaf_take(struct za_map *m)
 {
 	struct leaf *lf;
@@ -314,11 +503,15 @@ static struct leaf *leaf_take(struct za_map *m)
 	assert(m->nr_spare > 0);
 	lf = m->spare[--m->nr_spare];
 	lf->nr = 0;
+	lf->dirty = false;
 	lf->prev = lf->next = NULL;
+	lf->dn = NULL;
+	lf->pg = NULL;
 	return lf;
 }
 
-/* Link @n into the list after @lf (NULL: as the head). */
+/* Link @n into the list after @lf (NULL: as the head), and into a
+ * directory node. */
 static void list_after(struct za_map *m, struct leaf *lf, struct leaf *n)
 {
 	n->prev = lf;
@@ -329,12 +522,14 @@ static void list_after(struct za_map *m, struct leaf *lf, struct leaf *n)
 		lf->next = n;
 	else
 		m->head = n;
+	dn_join(m, n);
 }
 
 static void leaf_free(struct za_map *m, struct leaf *lf)
 {
 	if (m->finger == lf)
 		m->finger = NULL;
+	dn_leave(m, lf);
 	tree_remove(m, lf);
 	if (lf->prev)
 		lf->prev->next = lf->next;
@@ -349,7 +544,8 @@ static void leaf_free(struct za_map *m, struct leaf *lf)
 }
 
 /* Insert @x at @p; returns where it is. Never fails (spares reserved). */
-static struct pos ins(struct za_map *m, struct pos p, const struct ext *x)
+static struct pos ins(struct za_map *m, struct pos p,
+		      const struct za_map_ext *x)
 {
 	struct leaf *lf = p.lf, *n;
 	uint32_t half;
@@ -369,6 +565,7 @@ static struct pos ins(struct za_map *m, struct pos p, const struct ext *x)
 		p = (struct pos){ lf->prev, lf->prev->nr };
 	lf = p.lf;
 	if (lf->nr < LEAF_CAP) {
+		touch(m, lf);
 		memmove(&lf->e[p.i + 1], &lf->e[p.i],
 			(lf->nr - p.i) * sizeof(lf->e[0]));
 		lf->e[p.i] = *x;
@@ -388,6 +585,7 @@ static struct pos ins(struct za_map *m, struct pos p, const struct ext *x)
 		return (struct pos){ n, 0 };
 	}
 	half = LEAF_CAP / 2;
+	touch(m, lf);
 	memcpy(n->e, &lf->e[half], (LEAF_CAP - half) * sizeof(n->e[0]));
 	n->nr = LEAF_CAP - half;
 	lf->nr = half;
@@ -411,6 +609,7 @@ static void del(struct za_map *m, struct leaf *lf, uint32_t i, uint32_t cnt)
 {
 	if (!cnt)
 		return;
+	touch(m, lf);
 	memmove(&lf->e[i], &lf->e[i + cnt],
 		(lf->nr - i - cnt) * sizeof(lf->e[0]));
 	lf->nr -= cnt;
@@ -427,11 +626,12 @@ static void del(struct za_map *m, struct leaf *lf, uint32_t i, uint32_t cnt)
 static void cut(struct za_map *m, uint64_t key)
 {
 	struct pos p = lookup(m, key);
-	struct ext *e, tail;
+	struct za_map_ext *e, tail;
 
 	if (at_end(p) || at(p)->lba >= key)
 		return;
 	e = at(p);
+	touch(m, p.lf);
 	tail = *e;
 	tail.lba = key;
 	tail.len = e->lba + e->len - key;
@@ -441,7 +641,7 @@ static void cut(struct za_map *m, uint64_t key)
 	ins(m, p, &tail);
 }
 
-static bool continues(const struct ext *a, const struct ext *b)
+static bool continues(const struct za_map_ext *a, const struct za_map_ext *b)
 {
 	return a->lba + a->len == b->lba && a->loc.kind == b->loc.kind &&
 	       a->loc.group == b->loc.group &&
@@ -488,12 +688,13 @@ static void coalesce_at(struct za_map *m, struct pos p, uint64_t end)
 	if (prev_pos(m, p, &q))
 		p = q;
 	while (!at_end(p)) {
-		struct ext *a = at(p);
+		struct za_map_ext *a = at(p);
 		struct pos n = next_pos(p);
 
 		if (at_end(n) || a->lba >= end)
 			break;
 		if (continues(a, at(n))) {
+			touch(m, p.lf);
 			a->len += at(n)->len;
 			del(m, n.lf, n.i, 1);
 			/* p is still valid: n was after it. */
@@ -512,7 +713,7 @@ static void coalesce(struct za_map *m, uint64_t lba, uint64_t end)
 int za_map_set(struct za_map *m, uint64_t lba, uint64_t n,
 	       const struct za_map_loc *loc, za_map_dead_fn dead, void *priv)
 {
-	struct ext x = { .lba = lba, .len = n, .loc = *loc };
+	struct za_map_ext x = { .lba = lba, .len = n, .loc = *loc };
 	struct pos p;
 
 	if (!n)
@@ -523,10 +724,11 @@ int za_map_set(struct za_map *m, uint64_t lba, uint64_t n,
 	 */
 	p = lookup(m, lba);
 	if (!at_end(p) && at(p)->lba == lba && at(p)->len == n) {
-		struct ext *e = at(p);
+		struct za_map_ext *e = at(p);
 
 		if (dead)
 			dead(priv, &e->loc, n);
+		touch(m, p.lf);
 		e->loc = *loc;
 		coalesce_at(m, p, lba + n);
 		return 0;
@@ -572,11 +774,12 @@ int64_t za_map_move(struct za_map *m, uint64_t lba, uint64_t n,
 	 * place, with one lookup. */
 	p = lookup(m, lba);
 	if (!at_end(p) && at(p)->lba == lba && at(p)->len == n) {
-		struct ext *e = at(p);
+		struct za_map_ext *e = at(p);
 
 		if (e->loc.kind != from->kind || e->loc.group != from->group ||
 		    e->loc.pos != from->pos)
 			return 0;
+		touch(m, p.lf);
 		e->loc = *to;
 		coalesce_at(m, p, lba + n);
 		return (int64_t)n;
@@ -587,10 +790,11 @@ int64_t za_map_move(struct za_map *m, uint64_t lba, uint64_t n,
 	cut(m, lba + n);
 	for (p = lookup(m, lba); !at_end(p) && at(p)->lba < lba + n;
 	     p = next_pos(p)) {
-		struct ext *e = at(p);
+		struct za_map_ext *e = at(p);
 
 		if (e->loc.kind == from->kind && e->loc.group == from->group &&
 		    e->loc.pos - from->pos == e->lba - lba) {
+			touch(m, p.lf);
 			e->loc.kind = to->kind;
 			e->loc.group = to->group;
 			e->loc.pos = to->pos + (e->lba - lba);
@@ -614,7 +818,7 @@ int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
 		return 0;
 	for (p = lookup_in(m, tree_find(m, lba), lba);
 	     !at_end(p) && at(p)->lba < end; p = next_pos(p)) {
-		const struct ext *e = at(p);
+		const struct za_map_ext *e = at(p);
 		uint64_t s = e->lba > cur ? e->lba : cur;
 		uint64_t t = e->lba + e->len < end ? e->lba + e->len : end;
 		struct za_map_loc loc = e->loc;
@@ -643,5 +847,259 @@ size_t za_map_extents(const struct za_map *m)
 size_t za_map_bytes(const struct za_map *m)
 {
 	return sizeof(*m) + (m->nr_leaves + m->nr_spare) * sizeof(struct leaf) +
+	       (m->nr_dnodes + m->nr_dspare) * sizeof(struct dnode) +
+	       (m->nr_leaves + m->nr_dnodes) * sizeof(struct za_map_page) +
 	       m->cap_idx * sizeof(struct ient);
+}
+
+/* ---- pages: snapshots ---- */
+
+void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d)
+{
+	d->leaves = m->nr_dirty_leaves;
+	d->dirs = m->nr_dirty_dirs;
+	d->nodes = (uint32_t)m->nr_dnodes;
+	d->leaves_all = (uint32_t)m->nr_leaves;
+}
+
+static uint64_t leaf_end(const struct leaf *lf)
+{
+	return lf->e[lf->nr - 1].lba + lf->e[lf->nr - 1].len;
+}
+
+static struct za_map_page *fresh_page(struct za_map_snap *s, void *node,
+				      bool dir)
+{
+	struct za_map_page *pg = s->fresh[s->nr_fresh++];
+
+	pg->node = node;
+	pg->dir = dir;
+	return pg;
+}
+
+int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
+		    void *priv, struct za_map_snap *s)
+{
+	struct za_map_child c[ZA_MAP_DIR_CAP];
+	uint32_t n = m->nr_dirty_leaves + m->nr_dirty_dirs, i;
+	struct leaf *lf;
+	struct dnode *dn;
+
+	memset(s, 0, sizeof(*s));
+	/* A block with no place on the drives cannot be written down. Only
+	 * a dirty leaf can hold one: a clean one was written (or loaded)
+	 * since it last changed. */
+	for (lf = m->head; lf; lf = lf->next)
+		for (i = 0; lf->dirty && i < lf->nr; i++)
+			if (lf->e[i].loc.kind == ZA_MAP_BUFFER)
+				return -EBUSY;
+	s->fresh = calloc((size_t)n + 1, sizeof(*s->fresh));
+	if (!s->fresh)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		s->fresh[i] = calloc(1, sizeof(**s->fresh));
+		if (!s->fresh[i]) {
+			while (i--)
+				free(s->fresh[i]);
+			free(s->fresh);
+			s->fresh = NULL;
+			return -ENOMEM;
+		}
+	}
+	/* Nothing fails from here on. */
+	for (dn = m->dhead; dn; dn = dn->next) {
+		struct za_map_child r;
+
+		for (lf = dn->first, i = 0; i < dn->nr; i++, lf = lf->next) {
+			assert(lf && lf->dn == dn);
+			c[i].lo = lf->key;
+			c[i].hi = leaf_end(lf);
+			if (lf->dirty) {
+				supersede(&s->superseded, lf->pg);
+				lf->pg = fresh_page(s, lf, false);
+				lf->dirty = false;
+				m->nr_dirty_leaves--;
+				ops->leaf(priv, lf->pg, c[i].lo, c[i].hi, lf->e,
+					  lf->nr);
+			}
+			assert(lf->pg);
+			c[i].pg = lf->pg;
+		}
+		r.lo = c[0].lo;
+		r.hi = c[dn->nr - 1].hi;
+		if (dn->dirty) {
+			supersede(&s->superseded, dn->pg);
+			dn->pg = fresh_page(s, dn, true);
+			dn->dirty = false;
+			m->nr_dirty_dirs--;
+			ops->dir(priv, dn->pg, r.lo, r.hi, c, dn->nr);
+		}
+		assert(dn->pg);
+		r.pg = dn->pg;
+		ops->root(priv, &r);
+	}
+	assert(s->nr_fresh == n && !m->nr_dirty_leaves && !m->nr_dirty_dirs);
+	/* Pages of nodes freed since the last snapshot leave with it. */
+	while (m->superseded) {
+		struct za_map_page *pg = m->superseded;
+
+		m->superseded = pg->next;
+		supersede(&s->superseded, pg);
+	}
+	return 0;
+}
+
+/* The node whose page @pg is, if it still is, is to be written again. */
+static void pg_touch(struct za_map *m, struct za_map_page *pg)
+{
+	if (!pg->node)
+		return;
+	if (pg->dir)
+		dn_touch(m, pg->node);
+	else
+		touch(m, pg->node);
+}
+
+void za_map_snap_end(struct za_map *m, struct za_map_snap *s, bool live,
+		     void (*drop)(void *priv, struct za_map_page *pg),
+		     void *priv)
+{
+	struct za_map_page *pg, *next;
+	uint32_t i;
+
+	if (live) {
+		for (pg = s->superseded; pg; pg = next) {
+			next = pg->next;
+			if (drop)
+				drop(priv, pg);
+			free(pg);
+		}
+	} else {
+		for (i = 0; i < s->nr_fresh; i++)
+			pg_touch(m, s->fresh[i]);
+		for (pg = s->superseded; pg; pg = next) {
+			next = pg->next;
+			supersede(&m->superseded, pg);
+		}
+	}
+	free(s->fresh);
+	memset(s, 0, sizeof(*s));
+}
+
+uint32_t za_map_redirty(struct za_map *m,
+			bool (*pick)(void *priv, const struct za_map_page *pg),
+			void *priv)
+{
+	uint32_t n = 0;
+	struct leaf *lf;
+	struct dnode *dn;
+
+	for (lf = m->head; lf; lf = lf->next)
+		if (lf->pg && !lf->dirty && pick(priv, lf->pg)) {
+			touch(m, lf);
+			n++;
+		}
+	for (dn = m->dhead; dn; dn = dn->next)
+		if (dn->pg && pick(priv, dn->pg)) {
+			n += !dn->dirty;
+			dn_touch(m, dn);
+		}
+	return n;
+}
+
+/* ---- pages: loading ---- */
+
+static struct za_map_page *load_page(void *node, bool dir, uint64_t group,
+				     uint64_t pos)
+{
+	struct za_map_page *pg = calloc(1, sizeof(*pg));
+
+	if (pg) {
+		pg->node = node;
+		pg->dir = dir;
+		pg->group = group;
+		pg->pos = pos;
+	}
+	return pg;
+}
+
+int za_map_load_dir(struct za_map *m, uint64_t group, uint64_t pos,
+		    struct za_map_page **pg)
+{
+	struct dnode *dn;
+
+	if (m->load_dn ? !m->load_dn->nr : m->head != NULL)
+		return -EBADMSG; /* an empty node, or a map not empty */
+	dn = calloc(1, sizeof(*dn));
+	if (!dn)
+		return -ENOMEM;
+	dn->pg = load_page(dn, true, group, pos);
+	if (!dn->pg) {
+		free(dn);
+		return -ENOMEM;
+	}
+	dn_link(m, m->load_dn, dn);
+	m->nr_dnodes++;
+	m->load_dn = dn;
+	*pg = dn->pg;
+	return 0;
+}
+
+int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
+		     const struct za_map_ext *e, uint32_t n,
+		     struct za_map_page **pg)
+{
+	struct dnode *dn = m->load_dn;
+	uint64_t end = m->load_last ? leaf_end(m->load_last) : 0;
+	struct leaf *lf;
+	uint32_t i;
+	int ret;
+
+	if (!dn || dn->nr >= ZA_MAP_DIR_CAP || !n || n > LEAF_CAP)
+		return -EBADMSG;
+	for (i = 0; i < n; i++) {
+		if (e[i].lba < end || !e[i].len ||
+		    e[i].lba + e[i].len < e[i].lba ||
+		    (e[i].loc.kind != ZA_MAP_DATA &&
+		     e[i].loc.kind != ZA_MAP_JOURNAL))
+			return -EBADMSG;
+		end = e[i].lba + e[i].len;
+	}
+	ret = reserve(m);
+	if (ret)
+		return ret;
+	lf = calloc(1, sizeof(*lf));
+	if (!lf)
+		return -ENOMEM;
+	lf->pg = load_page(lf, false, group, pos);
+	if (!lf->pg) {
+		free(lf);
+		return -ENOMEM;
+	}
+	memcpy(lf->e, e, n * sizeof(*e));
+	lf->nr = n;
+	lf->key = e[0].lba;
+	lf->prev = m->load_last;
+	if (lf->prev)
+		lf->prev->next = lf;
+	else
+		m->head = lf;
+	lf->dn = dn;
+	if (!dn->nr)
+		dn->first = lf;
+	dn->nr++;
+	tree_insert(m, lf); /* at the end: keys increase */
+	m->nr += n;
+	m->load_last = lf;
+	*pg = lf->pg;
+	return 0;
+}
+
+int za_map_load_end(struct za_map *m)
+{
+	bool empty = m->load_dn && !m->load_dn->nr;
+
+	m->load_dn = NULL;
+	m->load_last = NULL;
+	return empty ? -EBADMSG : 0;
 }

@@ -18,6 +18,7 @@
 #ifndef ZA_MAP_H
 #define ZA_MAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,113 @@ int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
 		void *priv);
 
 size_t za_map_extents(const struct za_map *m);
+
+/*
+ * ---- Pages (docs/design.md 9.7) ----
+ *
+ * The map is kept in pages for its checkpoints: each leaf of up to 64
+ * extents is a page, and the leaves are grouped in LBA order under
+ * directory nodes of up to ZA_MAP_DIR_CAP leaves, each a page too; the
+ * checkpoint holds one record per directory node (the root). A page
+ * whose content changed since the last snapshot is dirty (a directory
+ * node is dirty when one of its leaves is, or its leaves changed), and
+ * only dirty pages are handed out by a snapshot, bottom-up: a
+ * checkpoint's device bytes follow what changed, not the map's size.
+ *
+ * Each page written has a struct za_map_page: the map makes one per
+ * dirty page at a snapshot and keeps it with the node; the owner says
+ * where its block landed (group, pos) and whether it counts it live
+ * (counted). The map never reads those fields. A page stops being part
+ * of the tree when its node is written again or freed; it is then
+ * *superseded*, and handed back by the next snapshot's za_map_snap_end()
+ * once that snapshot is live (or returned to the map if it failed).
+ */
+#define ZA_MAP_DIR_CAP 100u
+#define ZA_MAP_LEAF_CAP 64u
+
+struct za_map_ext {
+	uint64_t lba, len;
+	struct za_map_loc loc;
+};
+
+struct za_map_page {
+	uint64_t group, pos; /* the owner's: where its block is */
+	bool counted; /* the owner's: counted live in group */
+	/* private */
+	bool dir; /* node is a directory node (else a leaf) */
+	void *node; /* the node whose page this is; NULL once superseded */
+	struct za_map_page *next; /* a superseded list */
+};
+
+/* A child in a directory page or in the root: its LBA range and page. */
+struct za_map_child {
+	uint64_t lo, hi;
+	struct za_map_page *pg;
+};
+
+/*
+ * What a snapshot hands out, in LBA order: for each directory node, its
+ * dirty leaves, then the node itself if dirty, then its root record.
+ * Called on the caller's thread, inside za_map_snapshot(); the arrays
+ * are only valid during the call.
+ */
+struct za_map_snap_ops {
+	void (*leaf)(void *priv, struct za_map_page *pg, uint64_t lo,
+		     uint64_t hi, const struct za_map_ext *e, uint32_t n);
+	void (*dir)(void *priv, struct za_map_page *pg, uint64_t lo,
+		    uint64_t hi, const struct za_map_child *c, uint32_t n);
+	void (*root)(void *priv, const struct za_map_child *c);
+};
+
+struct za_map_snap {
+	struct za_map_page *superseded; /* out of the tree once this is live */
+	struct za_map_page **fresh; /* the pages it made */
+	uint32_t nr_fresh;
+};
+
+struct za_map_dirty {
+	uint32_t leaves, dirs; /* dirty pages of each kind */
+	uint32_t nodes; /* directory nodes: the root's records */
+	uint32_t leaves_all;
+};
+
+void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d);
+/*
+ * Hand out every dirty page through @ops (above), each with a new struct
+ * za_map_page, and mark them clean. 0; -EBUSY when a block still lives
+ * in a buffer (no place on the drives yet) or -ENOMEM: then nothing
+ * changed. @s is the caller's until za_map_snap_end().
+ */
+int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
+		    void *priv, struct za_map_snap *s);
+/*
+ * The snapshot @s is live (@live: its pages and root durable and in
+ * use): every page it superseded goes to @drop, then is freed. Or it
+ * failed: the nodes whose pages it made are dirty again, and what it
+ * superseded is superseded by the next one instead.
+ */
+void za_map_snap_end(struct za_map *m, struct za_map_snap *s, bool live,
+		     void (*drop)(void *priv, struct za_map_page *pg),
+		     void *priv);
+/* Make dirty every node whose page @pick chooses (to rewrite pages out
+ * of a place being emptied). Returns how many. */
+uint32_t za_map_redirty(struct za_map *m,
+			bool (*pick)(void *priv, const struct za_map_page *pg),
+			void *priv);
+/*
+ * Loading a map saved in pages, into an empty map, in LBA order: each
+ * directory node, then its leaves. Nodes loaded are clean, with the page
+ * at (@group, @pos) (*@pg, for the owner's counted). 0, -EBADMSG (a leaf
+ * empty, too big, not after the previous one, or before any directory
+ * node; a directory node with more than ZA_MAP_DIR_CAP leaves or none)
+ * or -ENOMEM. za_map_load_end() checks the last node.
+ */
+int za_map_load_dir(struct za_map *m, uint64_t group, uint64_t pos,
+		    struct za_map_page **pg);
+int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
+		     const struct za_map_ext *e, uint32_t n,
+		     struct za_map_page **pg);
+int za_map_load_end(struct za_map *m);
 /* Bytes of memory the map holds (nodes and the map itself). */
 size_t za_map_bytes(const struct za_map *m);
 

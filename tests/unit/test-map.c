@@ -8,6 +8,7 @@
  * place or with cuts - an operation took), and memory per extent.
  */
 #include <check.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,74 @@ static void check_all(struct za_map *m, const struct ref *r)
 	ck_assert_uint_eq(w.bad, 0);
 }
 
+/* One random set, clear or move, applied to the map and the model. */
+static void random_op(struct za_map *m, struct ref *r, const struct shape *sh)
+{
+	uint64_t lba = rnd() % NBLK, n, i, before;
+	struct za_map_loc loc, to;
+	unsigned what = (unsigned)(rnd() % 10);
+
+	if (rnd() % 100 < sh->single_pct)
+		n = 1;
+	else
+		n = 1 + rnd() % (rnd() % 4 ? 8 : 300);
+	if (lba + n > NBLK)
+		n = NBLK - lba;
+	loc.kind = (uint8_t)(1 + rnd() % 3);
+	loc.group = rnd() % 4;
+	loc.pos = rnd() % 100000;
+	if (rnd() % 100 < sh->contig_pct) {
+		/* As a buffer filled in LBA order: merges both ways. */
+		loc.kind = ZA_MAP_BUFFER;
+		loc.group = 1;
+		loc.pos = lba;
+	}
+	dead_blocks = 0;
+	if (what < 6) {
+		uint64_t overw = 0;
+
+		for (i = 0; i < n; i++)
+			overw += r->kind[lba + i] != 0;
+		ck_assert_int_eq(za_map_set(m, lba, n, &loc, on_dead, NULL), 0);
+		for (i = 0; i < n; i++) {
+			r->kind[lba + i] = loc.kind;
+			r->group[lba + i] = loc.group;
+			r->pos[lba + i] = loc.pos + i;
+		}
+		ck_assert_uint_eq(dead_blocks, overw);
+	} else if (what < 8) {
+		for (before = 0, i = 0; i < n; i++)
+			before += r->kind[lba + i] != 0;
+		ck_assert_int_eq(za_map_clear(m, lba, n, on_dead, NULL), 0);
+		for (i = 0; i < n; i++)
+			r->kind[lba + i] = 0;
+		ck_assert_uint_eq(dead_blocks, before);
+	} else {
+		/* Move whatever still maps to the location of lba. */
+		int64_t moved, exp = 0;
+
+		if (!r->kind[lba])
+			return;
+		loc.kind = r->kind[lba];
+		loc.group = r->group[lba];
+		loc.pos = r->pos[lba];
+		to.kind = ZA_MAP_DATA;
+		to.group = 100 + rnd() % 3;
+		to.pos = rnd() % 100000;
+		for (i = 0; i < n; i++)
+			if (r->kind[lba + i] == loc.kind &&
+			    r->group[lba + i] == loc.group &&
+			    r->pos[lba + i] == loc.pos + i) {
+				r->kind[lba + i] = to.kind;
+				r->group[lba + i] = to.group;
+				r->pos[lba + i] = to.pos + i;
+				exp++;
+			}
+		moved = za_map_move(m, lba, n, &loc, &to);
+		ck_assert_int_eq(moved, exp);
+	}
+}
+
 START_TEST(test_random_against_model)
 {
 	struct ref *r = calloc(1, sizeof(*r));
@@ -131,71 +200,7 @@ START_TEST(test_random_against_model)
 	rng = 777 + (uint64_t)_i;
 	ck_assert_int_eq(za_map_new(&m), 0);
 	for (op = 0; op < sh->ops; op++) {
-		uint64_t lba = rnd() % NBLK, n, i, before;
-		struct za_map_loc loc, to;
-		unsigned what = (unsigned)(rnd() % 10);
-
-		if (rnd() % 100 < sh->single_pct)
-			n = 1;
-		else
-			n = 1 + rnd() % (rnd() % 4 ? 8 : 300);
-		if (lba + n > NBLK)
-			n = NBLK - lba;
-		loc.kind = (uint8_t)(1 + rnd() % 3);
-		loc.group = rnd() % 4;
-		loc.pos = rnd() % 100000;
-		if (rnd() % 100 < sh->contig_pct) {
-			/* As a buffer filled in LBA order: merges both ways. */
-			loc.kind = ZA_MAP_BUFFER;
-			loc.group = 1;
-			loc.pos = lba;
-		}
-		dead_blocks = 0;
-		if (what < 6) {
-			uint64_t overw = 0;
-
-			for (i = 0; i < n; i++)
-				overw += r->kind[lba + i] != 0;
-			ck_assert_int_eq(
-				za_map_set(m, lba, n, &loc, on_dead, NULL), 0);
-			for (i = 0; i < n; i++) {
-				r->kind[lba + i] = loc.kind;
-				r->group[lba + i] = loc.group;
-				r->pos[lba + i] = loc.pos + i;
-			}
-			ck_assert_uint_eq(dead_blocks, overw);
-		} else if (what < 8) {
-			for (before = 0, i = 0; i < n; i++)
-				before += r->kind[lba + i] != 0;
-			ck_assert_int_eq(za_map_clear(m, lba, n, on_dead, NULL),
-					 0);
-			for (i = 0; i < n; i++)
-				r->kind[lba + i] = 0;
-			ck_assert_uint_eq(dead_blocks, before);
-		} else {
-			/* Move whatever still maps to the location of lba. */
-			int64_t moved, exp = 0;
-
-			if (!r->kind[lba])
-				continue;
-			loc.kind = r->kind[lba];
-			loc.group = r->group[lba];
-			loc.pos = r->pos[lba];
-			to.kind = ZA_MAP_DATA;
-			to.group = 100 + rnd() % 3;
-			to.pos = rnd() % 100000;
-			for (i = 0; i < n; i++)
-				if (r->kind[lba + i] == loc.kind &&
-				    r->group[lba + i] == loc.group &&
-				    r->pos[lba + i] == loc.pos + i) {
-					r->kind[lba + i] = to.kind;
-					r->group[lba + i] = to.group;
-					r->pos[lba + i] = to.pos + i;
-					exp++;
-				}
-			moved = za_map_move(m, lba, n, &loc, &to);
-			ck_assert_int_eq(moved, exp);
-		}
+		random_op(m, r, sh);
 		if (op % (sh->ops / 30) == 0)
 			check_all(m, r);
 	}
@@ -250,6 +255,304 @@ START_TEST(test_sequential_fill_coalesces)
 }
 END_TEST
 
+/*
+ * Pages: a model "drive" keeps every page a snapshot hands out, by
+ * position. After each live snapshot a second map is loaded from the
+ * pages its root names and must equal the first; pages superseded are
+ * dropped exactly once, never while the tree names them, and the pages
+ * counted live are exactly the tree's; a failed snapshot's pages are
+ * never named by a later one; a snapshot writes only what changed.
+ */
+struct spage {
+	bool dir, live, failed, dropped;
+	uint32_t n;
+	uint64_t lo, hi;
+	struct za_map_ext *e; /* leaf */
+	struct za_map_child *c; /* dir: pg replaced by its position */
+};
+
+struct pdrive {
+	struct spage *pages;
+	size_t nr, cap;
+	struct za_map_child *root;
+	uint32_t nr_root, cap_root;
+	uint64_t live_pages, written;
+};
+
+static struct spage *pd_new(struct pdrive *d, struct za_map_page *pg)
+{
+	if (d->nr == d->cap) {
+		d->cap = d->cap ? 2 * d->cap : 1024;
+		d->pages = realloc(d->pages, d->cap * sizeof(*d->pages));
+		ck_assert_ptr_nonnull(d->pages);
+	}
+	memset(&d->pages[d->nr], 0, sizeof(d->pages[0]));
+	pg->group = 7;
+	pg->pos = d->nr;
+	pg->counted = true;
+	d->live_pages++;
+	d->written++;
+	d->pages[d->nr].live = true;
+	return &d->pages[d->nr++];
+}
+
+static void pd_leaf(void *priv, struct za_map_page *pg, uint64_t lo,
+		    uint64_t hi, const struct za_map_ext *e, uint32_t n)
+{
+	struct spage *sp = pd_new(priv, pg);
+
+	ck_assert(n >= 1 && n <= ZA_MAP_LEAF_CAP);
+	ck_assert_uint_eq(lo, e[0].lba);
+	ck_assert_uint_eq(hi, e[n - 1].lba + e[n - 1].len);
+	sp->lo = lo;
+	sp->hi = hi;
+	sp->n = n;
+	sp->e = malloc(n * sizeof(*e));
+	memcpy(sp->e, e, n * sizeof(*e));
+}
+
+static void pd_dir(void *priv, struct za_map_page *pg, uint64_t lo, uint64_t hi,
+		   const struct za_map_child *c, uint32_t n)
+{
+	struct spage *sp = pd_new(priv, pg);
+	uint32_t i;
+
+	ck_assert(n >= 1 && n <= ZA_MAP_DIR_CAP);
+	sp->dir = true;
+	sp->lo = lo;
+	sp->hi = hi;
+	sp->n = n;
+	sp->c = malloc(n * sizeof(*c));
+	/* A child written by this snapshot already has its place: the
+	 * model sets it at once (the volume, when its block lands). */
+	for (i = 0; i < n; i++) {
+		sp->c[i] = c[i];
+		ck_assert(c[i].pg->counted);
+	}
+}
+
+static void pd_root(void *priv, const struct za_map_child *c)
+{
+	struct pdrive *d = priv;
+
+	if (d->nr_root == d->cap_root) {
+		d->cap_root = d->cap_root ? 2 * d->cap_root : 64;
+		d->root = realloc(d->root, d->cap_root * sizeof(*d->root));
+	}
+	d->root[d->nr_root++] = *c;
+}
+
+static void pd_drop(void *priv, struct za_map_page *pg)
+{
+	struct pdrive *d = priv;
+	struct spage *sp = &d->pages[pg->pos];
+
+	ck_assert(!sp->dropped);
+	sp->dropped = true;
+	if (pg->counted) {
+		ck_assert(sp->live);
+		sp->live = false;
+		d->live_pages--;
+	}
+}
+
+static bool pick_even(void *priv, const struct za_map_page *pg)
+{
+	(void)priv;
+	return pg->pos % 2 == 0;
+}
+
+static const struct za_map_snap_ops pd_ops = { pd_leaf, pd_dir, pd_root };
+
+/* Load a map from the pages the root names; every one must be live. */
+static struct za_map *pd_load(struct pdrive *d)
+{
+	struct za_map *m;
+	struct za_map_page *pg;
+	uint32_t i, j;
+
+	ck_assert_int_eq(za_map_new(&m), 0);
+	for (i = 0; i < d->nr_root; i++) {
+		const struct spage *dp = &d->pages[d->root[i].pg->pos];
+
+		ck_assert(dp->dir && dp->live && !dp->failed);
+		ck_assert_uint_eq(dp->lo, d->root[i].lo);
+		ck_assert_uint_eq(dp->hi, d->root[i].hi);
+		ck_assert_int_eq(za_map_load_dir(m, 7, d->root[i].pg->pos, &pg),
+				 0);
+		for (j = 0; j < dp->n; j++) {
+			const struct spage *lp = &d->pages[dp->c[j].pg->pos];
+
+			ck_assert(!lp->dir && lp->live && !lp->failed);
+			ck_assert_uint_eq(lp->lo, dp->c[j].lo);
+			ck_assert_uint_eq(lp->hi, dp->c[j].hi);
+			ck_assert_int_eq(za_map_load_leaf(m, 7,
+							  dp->c[j].pg->pos,
+							  lp->e, lp->n, &pg),
+					 0);
+		}
+	}
+	ck_assert_int_eq(za_map_load_end(m), 0);
+	return m;
+}
+
+/* Every BUFFER run becomes durable (moved to a data group). */
+static void settle_buffers(struct za_map *m, struct ref *r)
+{
+	uint64_t b, e;
+
+	for (b = 0; b < NBLK; b = e) {
+		struct za_map_loc from,
+			to = { .kind = ZA_MAP_DATA, .group = 200 };
+
+		for (e = b + 1; e < NBLK && r->kind[b] == ZA_MAP_BUFFER &&
+				r->kind[e] == ZA_MAP_BUFFER &&
+				r->group[e] == r->group[b] &&
+				r->pos[e] == r->pos[b] + (e - b);
+		     e++)
+			;
+		if (r->kind[b] != ZA_MAP_BUFFER)
+			continue;
+		from.kind = ZA_MAP_BUFFER;
+		from.group = r->group[b];
+		from.pos = r->pos[b];
+		to.pos = 1000000 + b;
+		ck_assert_int_eq(za_map_move(m, b, e - b, &from, &to),
+				 (int64_t)(e - b));
+		for (uint64_t i = b; i < e; i++) {
+			r->kind[i] = ZA_MAP_DATA;
+			r->group[i] = 200;
+			r->pos[i] = 1000000 + i;
+		}
+	}
+}
+
+START_TEST(test_pages_against_model)
+{
+	const struct shape *sh = &shapes[_i];
+	struct ref *r = calloc(1, sizeof(*r));
+	struct pdrive d = { 0 };
+	struct za_map *m, *m2;
+	struct za_map_snap snap;
+	struct za_map_dirty dc;
+	unsigned every = 97, round = 0;
+	bool any_buffer;
+	size_t i;
+	int op;
+
+	NBLK = sh->nblk;
+	rng = 4242 + (uint64_t)_i;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	for (op = 1; op <= sh->ops; op++) {
+		random_op(m, r, sh);
+		if (op % every && op != sh->ops)
+			continue;
+		round++;
+		for (any_buffer = false, i = 0; i < NBLK; i++)
+			any_buffer |= r->kind[i] == ZA_MAP_BUFFER;
+		za_map_dirty_count(m, &dc);
+		if (any_buffer) {
+			struct za_map_dirty dc2;
+
+			d.nr_root = 0;
+			ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap),
+					 -EBUSY);
+			za_map_dirty_count(m, &dc2);
+			ck_assert_mem_eq(&dc, &dc2, sizeof(dc));
+			settle_buffers(m, r);
+			za_map_dirty_count(m, &dc);
+		}
+		d.nr_root = 0;
+		d.written = 0;
+		ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+		/* Only what changed is written. */
+		ck_assert_uint_eq(d.written, (uint64_t)dc.leaves + dc.dirs);
+		ck_assert_uint_eq(d.nr_root, dc.nodes);
+		if (round % 5 == 3) {
+			/* Torn: its pages are never used, its nodes dirty
+			 * again, and the older pages stay live. */
+			for (i = 0; i < snap.nr_fresh; i++) {
+				struct spage *sp = &d.pages[snap.fresh[i]->pos];
+
+				sp->failed = true;
+				sp->live = false;
+				snap.fresh[i]->counted = false;
+				d.live_pages--;
+			}
+			za_map_snap_end(m, &snap, false, NULL, NULL);
+			za_map_dirty_count(m, &dc);
+			ck_assert_uint_ge((uint64_t)dc.leaves + dc.dirs,
+					  d.written);
+			continue;
+		}
+		za_map_snap_end(m, &snap, true, pd_drop, &d);
+		za_map_dirty_count(m, &dc);
+		ck_assert_uint_eq(dc.leaves + dc.dirs, 0);
+		/* The pages counted live are exactly the tree's. */
+		ck_assert_uint_eq(d.live_pages,
+				  (uint64_t)dc.leaves_all + dc.nodes);
+		m2 = pd_load(&d);
+		check_all(m2, r);
+		ck_assert_uint_eq(za_map_extents(m2), za_map_extents(m));
+		za_map_dirty_count(m2, &dc);
+		ck_assert_uint_eq(dc.leaves + dc.dirs, 0);
+		za_map_free(m2);
+		if (round % 7 == 2) {
+			/* Rewriting what lies in half the positions. */
+			za_map_redirty(m, pick_even, NULL);
+			za_map_dirty_count(m, &dc);
+			ck_assert_uint_gt(dc.leaves + dc.dirs, 0);
+		}
+	}
+	check_all(m, r);
+	za_map_free(m);
+	for (i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
+/* Loading refuses what a map cannot be. */
+START_TEST(test_pages_load_refused)
+{
+	struct za_map_ext e[2] = {
+		{ 10, 5, { .kind = ZA_MAP_DATA, .group = 1, .pos = 0 } },
+		{ 14, 2, { .kind = ZA_MAP_DATA, .group = 1, .pos = 9 } },
+	};
+	struct za_map_page *pg;
+	struct za_map *m;
+
+	ck_assert_int_eq(za_map_new(&m), 0);
+	/* A leaf before any directory node. */
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 1, &pg), -EBADMSG);
+	ck_assert_int_eq(za_map_load_dir(m, 1, 0, &pg), 0);
+	/* Overlapping extents, an empty leaf, a buffer, a zero length. */
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 2, &pg), -EBADMSG);
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 0, &pg), -EBADMSG);
+	e[1].lba = 15;
+	e[1].loc.kind = ZA_MAP_BUFFER;
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 2, &pg), -EBADMSG);
+	e[1].loc.kind = ZA_MAP_JOURNAL;
+	e[1].len = 0;
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 2, &pg), -EBADMSG);
+	e[1].len = 2;
+	/* An empty directory node. */
+	ck_assert_int_eq(za_map_load_dir(m, 1, 2, &pg), -EBADMSG);
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 1, e, 2, &pg), 0);
+	ck_assert_uint_eq(pg->pos, 1);
+	/* A leaf not after the one before. */
+	ck_assert_int_eq(za_map_load_leaf(m, 1, 3, e, 1, &pg), -EBADMSG);
+	ck_assert_int_eq(za_map_load_dir(m, 1, 4, &pg), 0);
+	ck_assert_int_eq(za_map_load_end(m), -EBADMSG);
+	ck_assert_uint_eq(za_map_extents(m), 2);
+	za_map_free(m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("map");
@@ -258,6 +561,9 @@ int main(void)
 	tcase_add_loop_test(tc, test_random_against_model, 0,
 			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_sequential_fill_coalesces);
+	tcase_add_loop_test(tc, test_pages_against_model, 0,
+			    (int)(sizeof(shapes) / sizeof(shapes[0])));
+	tcase_add_test(tc, test_pages_load_refused);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
