@@ -435,7 +435,7 @@ START_TEST(test_pages_against_model)
 	struct za_map *m, *m2;
 	struct za_map_snap snap;
 	struct za_map_dirty dc;
-	unsigned every = 97, round = 0;
+	unsigned every = (unsigned)sh->ops / 40 + 1, round = 0;
 	bool any_buffer;
 	size_t i;
 	int op;
