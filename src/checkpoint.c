@@ -77,6 +77,43 @@ static int hdr_check(const struct za_ckpt_hdr *h)
 }
 
 /*
+ * A record's own ranges, by its type: inside [0, @size_blocks), and its
+ * position what its type allows. Where the type may stand is the
+ * caller's. 0 or -EBADMSG.
+ */
+static int rec_check(const struct za_ckpt_rec *r, uint64_t size_blocks)
+{
+	if (!r->nr_blocks || r->lba >= size_blocks ||
+	    r->nr_blocks > size_blocks - r->lba)
+		return -EBADMSG;
+	switch (r->type) {
+	case ZA_CKPT_REC_DATA:
+	case ZA_CKPT_REC_JOURNAL:
+		/* Block i is at pos + i: none of them may wrap. */
+		return r->pos > UINT64_MAX - r->nr_blocks ? -EBADMSG : 0;
+	case ZA_CKPT_REC_UNMAP:
+		return r->pos ? -EBADMSG : 0;
+	case ZA_CKPT_REC_PAGE:
+		/* One block; UINT64_MAX is no block position of a group. */
+		return r->pos == UINT64_MAX ? -EBADMSG : 0;
+	}
+	return -EBADMSG;
+}
+
+int za_ckpt_map_rec_check(const struct za_ckpt_rec *r, bool pages,
+			  uint64_t size_blocks, uint64_t *end)
+{
+	bool ok_type = pages ? r->type == ZA_CKPT_REC_PAGE :
+			       r->type == ZA_CKPT_REC_DATA ||
+				       r->type == ZA_CKPT_REC_JOURNAL;
+
+	if (!ok_type || rec_check(r, size_blocks) || r->lba < *end)
+		return -EBADMSG;
+	*end = r->lba + r->nr_blocks;
+	return 0;
+}
+
+/*
  * The records of one part: types where they belong (extents first), ranges
  * inside the volume, extents increasing and not overlapping. 0 or
  * -EBADMSG.
@@ -90,21 +127,53 @@ static int recs_check(const struct za_ckpt_hdr *h,
 
 	for (i = 0; i < h->nr_recs; i++, idx++) {
 		const struct za_ckpt_rec *r = &recs[i];
-		bool extent = idx < h->nr_extents;
 
-		if (!r->nr_blocks || r->lba >= h->size_blocks ||
-		    r->nr_blocks > h->size_blocks - r->lba)
-			return -EBADMSG;
-		if (!extent) {
-			if (r->type != ZA_CKPT_REC_UNMAP || r->pos)
+		if (idx < h->nr_extents) {
+			if (za_ckpt_map_rec_check(r, false, h->size_blocks,
+						  &end))
 				return -EBADMSG;
 			continue;
 		}
-		if ((r->type != ZA_CKPT_REC_DATA &&
-		     r->type != ZA_CKPT_REC_JOURNAL) ||
-		    r->pos > UINT64_MAX - r->nr_blocks || r->lba < end)
+		if (r->type != ZA_CKPT_REC_UNMAP ||
+		    rec_check(r, h->size_blocks))
 			return -EBADMSG;
-		end = r->lba + r->nr_blocks;
+	}
+	return 0;
+}
+
+void za_ckpt_recs_put(uint8_t *p, const struct za_ckpt_rec *recs, uint32_t nr)
+{
+	uint32_t i;
+
+	memset(p, 0, ZA_CKPT_RECS_PER_BLOCK * ZA_CKPT_REC_BYTES);
+	for (i = 0; i < nr; i++, p += ZA_CKPT_REC_BYTES) {
+		p[0] = recs[i].type;
+		za_put_le64(p + 8, recs[i].lba);
+		za_put_le64(p + 16, recs[i].nr_blocks);
+		za_put_le64(p + 24, recs[i].group);
+		za_put_le64(p + 32, recs[i].pos);
+	}
+}
+
+int za_ckpt_recs_get(const uint8_t *p, uint32_t nr, struct za_ckpt_rec *recs)
+{
+	uint32_t i;
+
+	if (nr > ZA_CKPT_RECS_PER_BLOCK)
+		return -EBADMSG;
+	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++, p += ZA_CKPT_REC_BYTES) {
+		if (i >= nr) {
+			if (!za_all_zero(p, ZA_CKPT_REC_BYTES))
+				return -EBADMSG;
+			continue;
+		}
+		if (!za_all_zero(p + 1, 7))
+			return -EBADMSG;
+		recs[i].type = p[0];
+		recs[i].lba = za_get_le64(p + 8);
+		recs[i].nr_blocks = za_get_le64(p + 16);
+		recs[i].group = za_get_le64(p + 24);
+		recs[i].pos = za_get_le64(p + 32);
 	}
 	return 0;
 }
@@ -117,8 +186,6 @@ static uint32_t block_crc(const uint8_t *blk)
 int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 			 const struct za_ckpt_rec *recs, uint8_t *blk)
 {
-	uint32_t i;
-
 	if (hdr_check(h) || recs_check(h, recs))
 		return -EINVAL;
 	memset(blk, 0, ZA_CKPT_BLOCK_BYTES);
@@ -133,15 +200,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	za_put_le32(blk + 60, h->nr_parts);
 	za_put_le32(blk + 64, h->nr_recs);
 	za_put_le32(blk + CKPT_TABLE_OFF, h->nr_table_parts);
-	for (i = 0; i < h->nr_recs; i++) {
-		uint8_t *p = blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
-
-		p[0] = recs[i].type;
-		za_put_le64(p + 8, recs[i].lba);
-		za_put_le64(p + 16, recs[i].nr_blocks);
-		za_put_le64(p + 24, recs[i].group);
-		za_put_le64(p + 32, recs[i].pos);
-	}
+	za_ckpt_recs_put(blk + ZA_CKPT_HDR_BYTES, recs, h->nr_recs);
 	za_put_le32(blk + CKPT_CRC_OFF, block_crc(blk));
 	return 0;
 }
@@ -151,7 +210,7 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 {
 	struct za_ckpt_rec rr[ZA_CKPT_RECS_PER_BLOCK];
 	struct za_ckpt_hdr hh;
-	uint32_t i, version, resv;
+	uint32_t version, resv;
 
 	if (len < 8 || memcmp(blk, CKPT_MAGIC, 8))
 		return -ENOENT;
@@ -175,26 +234,9 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	hh.nr_recs = za_get_le32(blk + 64);
 	hh.nr_table_parts = version == 1 ? 0 :
 					   za_get_le32(blk + CKPT_TABLE_OFF);
-	if (hdr_check(&hh) || (version != 1 && !hh.nr_table_parts))
-		return -EBADMSG;
-	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++) {
-		const uint8_t *p =
-			blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
-
-		if (i >= hh.nr_recs) {
-			if (!za_all_zero(p, ZA_CKPT_REC_BYTES))
-				return -EBADMSG;
-			continue;
-		}
-		if (!za_all_zero(p + 1, 7))
-			return -EBADMSG;
-		rr[i].type = p[0];
-		rr[i].lba = za_get_le64(p + 8);
-		rr[i].nr_blocks = za_get_le64(p + 16);
-		rr[i].group = za_get_le64(p + 24);
-		rr[i].pos = za_get_le64(p + 32);
-	}
-	if (recs_check(&hh, rr))
+	if (hdr_check(&hh) || (version != 1 && !hh.nr_table_parts) ||
+	    za_ckpt_recs_get(blk + ZA_CKPT_HDR_BYTES, hh.nr_recs, rr) ||
+	    recs_check(&hh, rr))
 		return -EBADMSG;
 	*h = hh;
 	memcpy(recs, rr, hh.nr_recs * sizeof(*rr));
@@ -227,10 +269,10 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 			r->unmaps++;
 			continue;
 		}
-		/* Within the part recs_check() saw to it; across parts: */
-		if (recs[i].lba < r->end_lba)
+		/* The check recs_check() made within the part, across. */
+		if (za_ckpt_map_rec_check(&recs[i], false, h->size_blocks,
+					  &r->end_lba))
 			return -EBADMSG;
-		r->end_lba = recs[i].lba + recs[i].nr_blocks;
 		r->extents++;
 	}
 	r->next_part++;

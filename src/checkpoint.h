@@ -20,6 +20,7 @@
 #ifndef ZA_CHECKPOINT_H
 #define ZA_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,13 +35,22 @@ enum za_ckpt_rec_type {
 	ZA_CKPT_REC_DATA = 1, /* extent in a data-stream group */
 	ZA_CKPT_REC_JOURNAL = 2, /* extent in a journal-stream group */
 	ZA_CKPT_REC_UNMAP = 3, /* unmap record held by journal group @group */
+	/*
+	 * A page record: the map page (mpage.h) covering [lba, lba +
+	 * nr_blocks), a block of the checkpoint stream at (@group, @pos).
+	 */
+	ZA_CKPT_REC_PAGE = 4,
 };
 
 struct za_ckpt_rec {
 	uint8_t type; /* enum za_ckpt_rec_type */
 	uint64_t lba, nr_blocks;
 	uint64_t group;
-	uint64_t pos; /* extents: group position of the first block; unmap: 0 */
+	/*
+	 * extents: group position of the first block (pos + nr_blocks does
+	 * not wrap); unmap: 0; page: the page's block (not UINT64_MAX)
+	 */
+	uint64_t pos;
 };
 
 struct za_ckpt_hdr {
@@ -126,5 +136,28 @@ int za_ckpt_writer_add(struct za_ckpt_writer *w, const struct za_ckpt_rec *rec);
 /* Encode the last part. 0, or -EINVAL (fewer records than announced, or an
  * earlier error). */
 int za_ckpt_writer_finish(struct za_ckpt_writer *w);
+
+/*
+ * What map pages (mpage.c) share with checkpoint parts, so that a record
+ * has one encoding and one check wherever it is: both blocks hold up to
+ * ZA_CKPT_RECS_PER_BLOCK records of ZA_CKPT_REC_BYTES from byte
+ * ZA_CKPT_HDR_BYTES to their end. Not for the volume's use.
+ */
+/* Write @nr records (<= ZA_CKPT_RECS_PER_BLOCK) at @p, zeroes after them. */
+void za_ckpt_recs_put(uint8_t *p, const struct za_ckpt_rec *recs, uint32_t nr);
+/*
+ * Read @nr records from @p into @recs: 0, or -EBADMSG when @nr is over
+ * ZA_CKPT_RECS_PER_BLOCK, a record's reserved bytes are not zero, or a
+ * slot after the records is not all zero. The fields are not checked.
+ */
+int za_ckpt_recs_get(const uint8_t *p, uint32_t nr, struct za_ckpt_rec *recs);
+/*
+ * One record of a map's list (extents, or page records when @pages) that
+ * follows one ending at *@end: of a type the list holds, inside [0,
+ * @size_blocks), its position in range for its type, not before *@end.
+ * 0 and *@end moved to the record's end, or -EBADMSG (*@end unchanged).
+ */
+int za_ckpt_map_rec_check(const struct za_ckpt_rec *r, bool pages,
+			  uint64_t size_blocks, uint64_t *end);
 
 #endif /* ZA_CHECKPOINT_H */
