@@ -307,6 +307,19 @@ static void seeds_journal(void)
 	seed_unmap("bad-magic", 0, 2048, blk, sizeof(blk));
 }
 
+/* Store @val as a little-endian field of @len bytes at @p (any record). */
+static void etab_put(uint8_t *p, unsigned len, uint64_t val)
+{
+	if (len == 8)
+		za_put_le64(p, val);
+	else if (len == 4)
+		za_put_le32(p, (uint32_t)val);
+	else if (len == 2)
+		za_put_le16(p, (uint16_t)val);
+	else
+		*p = (uint8_t)val;
+}
+
 /* ---- checkpoints ---- */
 
 static uint64_t ck_rng = 12345;
@@ -324,6 +337,11 @@ static uint64_t ck_rnd(void)
  */
 /* Engine table parts the next ckpt_make() announces (version 2). */
 static uint32_t ck_table_parts;
+/* Version 3: the next ckpt_make()'s map records are page records over a
+ * map of so many extents in so many levels. */
+static int ck_v3;
+static uint64_t ck_map_extents;
+static uint8_t ck_map_levels;
 
 static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 			  uint64_t extents, uint64_t unmaps)
@@ -337,12 +355,19 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 				blocks))
 		die("za_ckpt_writer_init");
 	w->h.nr_table_parts = ck_table_parts;
+	if (ck_v3) {
+		w->h.version = 3;
+		w->h.nr_map_extents = ck_map_extents;
+		w->h.map_levels = ck_map_levels;
+	}
 	for (i = 0; i < extents + unmaps; i++) {
 		struct za_ckpt_rec r = { 0 };
 
 		if (i < extents) {
 			r.type = ck_rnd() % 3 ? ZA_CKPT_REC_DATA :
 						ZA_CKPT_REC_JOURNAL;
+			if (ck_v3)
+				r.type = ZA_CKPT_REC_PAGE;
 			r.lba = lba + ck_rnd() % 2; /* gap 0 or 1 */
 			r.nr_blocks = 1 + ck_rnd() % 2;
 			r.group = 1 + ck_rnd() % 9;
@@ -363,6 +388,59 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 	return za_ckpt_nr_parts(extents, unmaps);
 }
 
+/*
+ * Version 3: page records, the root of a paged map, with the map's totals
+ * at 72 and 80. Made on the side of the random sequence, as version 2's.
+ */
+static void seeds_checkpoint_v3(void)
+{
+	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
+	static const struct {
+		const char *name;
+		unsigned off, len;
+		uint64_t val;
+	} breaks[] = {
+		{ "v3-no-table", 68, 4, 0 },
+		{ "v3-levels-zero", 80, 1, 0 },
+		{ "v3-levels-eight", 80, 1, 8 },
+		{ "v3-map-extents-few", 72, 8, 1 },
+		{ "v3-map-extents-zero", 72, 8, 0 },
+		{ "v3-map-extents-past-size", 72, 8, (1u << 20) + 1 },
+		{ "v3-reserved-81", 81, 1, 1 },
+		{ "v3-reserved-95", 95, 1, 1 },
+		{ "v3-extent-as-map-record", 96, 1, ZA_CKPT_REC_DATA },
+		{ "v3-page-pos-max", 96 + 32, 8, UINT64_MAX },
+	};
+	uint64_t rng_saved = ck_rng;
+	uint32_t n;
+	unsigned i;
+
+	ck_v3 = 1;
+	ck_table_parts = 2;
+	ck_map_extents = 12000;
+	ck_map_levels = 2;
+	n = ckpt_make(a, 8, 1u << 20, 150, 20);
+	seed("checkpoint", "v3-paged", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+		etab_put(b + breaks[i].off, breaks[i].len, breaks[i].val);
+		seed("checkpoint", breaks[i].name, 1, b, ZA_CKPT_BLOCK_BYTES);
+	}
+	/* Parts that disagree on the map's levels (mode 3: CRCs fixed, the
+	 * parts that decode fed to the reader). */
+	memcpy(b, a, 2 * ZA_CKPT_BLOCK_BYTES);
+	b[ZA_CKPT_BLOCK_BYTES + 80] = 3;
+	seed("checkpoint", "v3-levels-disagree", 3, b, 2 * ZA_CKPT_BLOCK_BYTES);
+	ck_map_extents = 0;
+	ck_map_levels = 0;
+	n = ckpt_make(a, 9, 1u << 16, 0, 30);
+	seed("checkpoint", "v3-empty-map", 0, a,
+	     trim_zeroes(a, n * ZA_CKPT_BLOCK_BYTES));
+	ck_v3 = 0;
+	ck_table_parts = 0;
+	ck_rng = rng_saved;
+}
+
 static void seeds_checkpoint(void)
 {
 	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
@@ -373,7 +451,7 @@ static void seeds_checkpoint(void)
 		unsigned off;
 		uint8_t val;
 	} breaks[] = {
-		{ "bad-version", 8, 3 },
+		{ "bad-version", 8, 4 },
 		{ "id-zero", 16, 0 },
 		{ "size-zero", 33, 0 },
 		{ "part-past-count", 56, 5 },
@@ -444,6 +522,10 @@ static void seeds_checkpoint(void)
 	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
 	za_put_le32(b + 8, 1);
 	seed("checkpoint", "v1-with-table", 1, b, ZA_CKPT_BLOCK_BYTES);
+	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+	b[96] = ZA_CKPT_REC_PAGE;
+	seed("checkpoint", "v2-page-record", 1, b, ZA_CKPT_BLOCK_BYTES);
+	seeds_checkpoint_v3();
 }
 
 /* ---- engine tables ---- */
@@ -583,18 +665,6 @@ static void etab_fixture(uint8_t *blk)
 	memcpy(blk, w.blocks, ET_BLK);
 	free(w.blocks);
 	free(s);
-}
-
-static void etab_put(uint8_t *p, unsigned len, uint64_t val)
-{
-	if (len == 8)
-		za_put_le64(p, val);
-	else if (len == 4)
-		za_put_le32(p, (uint32_t)val);
-	else if (len == 2)
-		za_put_le16(p, (uint16_t)val);
-	else
-		*p = (uint8_t)val;
 }
 
 /* Decode part @i of @blocks into @p, or die. */

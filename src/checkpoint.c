@@ -9,7 +9,8 @@
  * cannot say about itself (that it belongs with the others, that the
  * extents go on increasing across parts, that none is missing) is the
  * reader's job. Whether a checkpoint is the right one to use, and whether
- * its groups still exist, is the volume's.
+ * its groups still exist, is the volume's; so are, in version 3, the map
+ * pages its records name (mpage.c decodes them).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -18,19 +19,25 @@
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crc.h"
+#include "mpage.h"
 
 #define CKPT_MAGIC "ZACHKPNT"
 /*
  * Version 2 adds nr_table_parts at 68, and is written only by checkpoints
  * with an engine table (nr_table_parts >= 1); those without one are still
  * written and read as version 1 (reserved zero there), so each has one
- * encoding.
+ * encoding. Version 3 adds nr_map_extents at 72 and map_levels at 80, and
+ * its map records are page records, the root of a paged map (mpage.h):
+ * it is written only when asked for (h.version = 3), and always with an
+ * engine table.
  */
-#define CKPT_VERSION 2u
+#define CKPT_V3 3u
 #define CKPT_CRC_OFF 12u
 #define CKPT_TABLE_OFF 68u
-#define CKPT_RESERVED_OFF 72u
-#define CKPT_V1_RESERVED_OFF 68u
+#define CKPT_MAP_EXTENTS_OFF 72u
+#define CKPT_MAP_LEVELS_OFF 80u
+/* Where each version's reserved header bytes start, to byte 96. */
+static const uint32_t reserved_off[] = { 0, 68, 72, 81 };
 
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
 {
@@ -59,9 +66,38 @@ static uint32_t recs_in_part(const struct za_ckpt_hdr *h, uint32_t part)
 		       ZA_CKPT_RECS_PER_BLOCK;
 }
 
+/*
+ * The version @h is written as, and was read as when decoded: 3 when
+ * asked for; else 2 with an engine table, 1 without.
+ */
+static uint32_t hdr_version(const struct za_ckpt_hdr *h)
+{
+	if (h->version == CKPT_V3)
+		return CKPT_V3;
+	return h->nr_table_parts ? 2 : 1;
+}
+
+/*
+ * A version 3 map: nr_extents page records at its root, over map_levels
+ * levels of pages holding nr_map_extents extents. Each page holds at
+ * least one record, so an empty map has no page and no level, and a
+ * map that is not empty has at least one of each. 0 or -EBADMSG.
+ */
+static int map_check(const struct za_ckpt_hdr *h)
+{
+	if (h->nr_map_extents > h->size_blocks ||
+	    h->nr_extents > h->nr_map_extents ||
+	    h->map_levels > ZA_MPAGE_MAX_LEVEL ||
+	    !h->map_levels != !h->nr_map_extents ||
+	    (h->map_levels && !h->nr_extents))
+		return -EBADMSG;
+	return 0;
+}
+
 /* The header fields alone: 0 or -EBADMSG. */
 static int hdr_check(const struct za_ckpt_hdr *h)
 {
+	uint32_t version = hdr_version(h);
 	uint32_t parts;
 
 	if (!h->id || !h->size_blocks ||
@@ -73,7 +109,10 @@ static int hdr_check(const struct za_ckpt_hdr *h)
 	    h->nr_recs != recs_in_part(h, h->part) ||
 	    h->nr_table_parts > ZA_CKPT_MAX_TABLE_PARTS)
 		return -EBADMSG;
-	return 0;
+	if (version == CKPT_V3)
+		return h->nr_table_parts ? map_check(h) : -EBADMSG;
+	/* Versions 1 and 2 list the extents themselves. */
+	return h->nr_map_extents || h->map_levels ? -EBADMSG : 0;
 }
 
 /*
@@ -114,14 +153,15 @@ int za_ckpt_map_rec_check(const struct za_ckpt_rec *r, bool pages,
 }
 
 /*
- * The records of one part: types where they belong (extents first), ranges
- * inside the volume, extents increasing and not overlapping. 0 or
- * -EBADMSG.
+ * The records of one part: types where they belong (map records first:
+ * extents, or page records in version 3), ranges inside the volume, map
+ * records increasing and not overlapping. 0 or -EBADMSG.
  */
 static int recs_check(const struct za_ckpt_hdr *h,
 		      const struct za_ckpt_rec *recs)
 {
 	uint64_t idx = (uint64_t)h->part * ZA_CKPT_RECS_PER_BLOCK;
+	bool pages = hdr_version(h) == CKPT_V3;
 	uint64_t end = 0;
 	uint32_t i;
 
@@ -129,7 +169,7 @@ static int recs_check(const struct za_ckpt_hdr *h,
 		const struct za_ckpt_rec *r = &recs[i];
 
 		if (idx < h->nr_extents) {
-			if (za_ckpt_map_rec_check(r, false, h->size_blocks,
+			if (za_ckpt_map_rec_check(r, pages, h->size_blocks,
 						  &end))
 				return -EBADMSG;
 			continue;
@@ -190,7 +230,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 		return -EINVAL;
 	memset(blk, 0, ZA_CKPT_BLOCK_BYTES);
 	memcpy(blk, CKPT_MAGIC, 8);
-	za_put_le32(blk + 8, h->nr_table_parts ? CKPT_VERSION : 1);
+	za_put_le32(blk + 8, hdr_version(h));
 	za_put_le64(blk + 16, h->id);
 	za_put_le64(blk + 24, h->seq);
 	za_put_le64(blk + 32, h->size_blocks);
@@ -199,7 +239,10 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	za_put_le32(blk + 56, h->part);
 	za_put_le32(blk + 60, h->nr_parts);
 	za_put_le32(blk + 64, h->nr_recs);
+	/* Zero where a version has them reserved (hdr_check() saw to it). */
 	za_put_le32(blk + CKPT_TABLE_OFF, h->nr_table_parts);
+	za_put_le64(blk + CKPT_MAP_EXTENTS_OFF, h->nr_map_extents);
+	blk[CKPT_MAP_LEVELS_OFF] = h->map_levels;
 	za_ckpt_recs_put(blk + ZA_CKPT_HDR_BYTES, recs, h->nr_recs);
 	za_put_le32(blk + CKPT_CRC_OFF, block_crc(blk));
 	return 0;
@@ -217,9 +260,9 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	if (len < 12)
 		return -EBADMSG;
 	version = za_get_le32(blk + 8);
-	if (version != CKPT_VERSION && version != 1)
+	if (version < 1 || version > CKPT_V3)
 		return -EPROTONOSUPPORT;
-	resv = version == 1 ? CKPT_V1_RESERVED_OFF : CKPT_RESERVED_OFF;
+	resv = reserved_off[version];
 	if (len < ZA_CKPT_BLOCK_BYTES ||
 	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
 	    !za_all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
@@ -232,9 +275,15 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	hh.part = za_get_le32(blk + 56);
 	hh.nr_parts = za_get_le32(blk + 60);
 	hh.nr_recs = za_get_le32(blk + 64);
-	hh.nr_table_parts = version == 1 ? 0 :
-					   za_get_le32(blk + CKPT_TABLE_OFF);
-	if (hdr_check(&hh) || (version != 1 && !hh.nr_table_parts) ||
+	hh.nr_table_parts = version >= 2 ? za_get_le32(blk + CKPT_TABLE_OFF) :
+					   0;
+	hh.version = version;
+	hh.nr_map_extents =
+		version >= 3 ? za_get_le64(blk + CKPT_MAP_EXTENTS_OFF) : 0;
+	hh.map_levels = version >= 3 ? blk[CKPT_MAP_LEVELS_OFF] : 0;
+	/* The version it would be written as: a version 2 part without an
+	 * engine table is not canonical. */
+	if (hdr_check(&hh) || hdr_version(&hh) != version ||
 	    za_ckpt_recs_get(blk + ZA_CKPT_HDR_BYTES, hh.nr_recs, rr) ||
 	    recs_check(&hh, rr))
 		return -EBADMSG;
@@ -262,7 +311,10 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 		 h->size_blocks != f->size_blocks ||
 		 h->nr_extents != f->nr_extents ||
 		 h->nr_unmaps != f->nr_unmaps || h->nr_parts != f->nr_parts ||
-		 h->nr_table_parts != f->nr_table_parts)
+		 h->nr_table_parts != f->nr_table_parts ||
+		 hdr_version(h) != hdr_version(f) ||
+		 h->nr_map_extents != f->nr_map_extents ||
+		 h->map_levels != f->map_levels)
 		return -EBADMSG;
 	for (i = 0; i < h->nr_recs; i++) {
 		if (recs[i].type == ZA_CKPT_REC_UNMAP) {
@@ -270,8 +322,8 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 			continue;
 		}
 		/* The check recs_check() made within the part, across. */
-		if (za_ckpt_map_rec_check(&recs[i], false, h->size_blocks,
-					  &r->end_lba))
+		if (za_ckpt_map_rec_check(&recs[i], hdr_version(h) == CKPT_V3,
+					  h->size_blocks, &r->end_lba))
 			return -EBADMSG;
 		r->extents++;
 	}
