@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fuzz-checkpoint.c - fuzz target: the checkpoint codec
- * (checkpoint.h): za_ckpt_block_decode() on up to four 4 KiB blocks read
- * from a drive, then za_ckpt_reader_add()/done() over the parts that
+ * fuzz-checkpoint.c - fuzz target: the checkpoint codec (checkpoint.h,
+ * versions 1 to 3): za_ckpt_block_decode() on up to four 4 KiB blocks
+ * read from a drive, then za_ckpt_reader_add()/done() over the parts that
  * decoded, in the order given, as recovery assembles a checkpoint.
  *
  * Input: one mode byte, then the blocks, back to back (at most 4; the
@@ -15,10 +15,12 @@
  *               came back short
  *
  * Oracles: decode returns only its documented errors; a part that decodes
- * encodes back to the same 4096 bytes (canonical) and its records obey
- * the format (ranges inside the volume, extents first and increasing);
- * a checkpoint the reader accepts whole has exactly the records its
- * header announces, its extents increasing across parts.
+ * encodes back to the same 4096 bytes (canonical) and its header and
+ * records obey the format (its version's rules: table parts, version 3's
+ * map totals; ranges inside the volume; map records first, of the types
+ * its version holds, and increasing); a checkpoint the reader accepts
+ * whole has exactly the records its header announces, its map records
+ * increasing across parts.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "checkpoint.h"
 #include "crc.h"
 #include "fuzz.h"
+#include "mpage.h"
 
 #define MAX_BLOCKS 4u
 
@@ -53,6 +56,19 @@ static void check_part(const uint8_t *blk, const struct za_ckpt_hdr *h,
 		      "a decoded part's numbering does not add up");
 	ZA_FUZZ_CHECK(h->nr_recs <= ZA_CKPT_RECS_PER_BLOCK,
 		      "more records than a part holds");
+	ZA_FUZZ_CHECK(h->version >= 1 && h->version <= 3 &&
+			      (h->version == 1) == !h->nr_table_parts,
+		      "a decoded part's version or table parts are off");
+	if (h->version == 3)
+		ZA_FUZZ_CHECK(h->nr_extents <= h->nr_map_extents &&
+				      h->nr_map_extents <= h->size_blocks &&
+				      h->map_levels <= ZA_MPAGE_MAX_LEVEL &&
+				      !h->map_levels == !h->nr_map_extents &&
+				      (!h->map_levels || h->nr_extents),
+			      "a version 3 part's map totals are off");
+	else
+		ZA_FUZZ_CHECK(!h->nr_map_extents && !h->map_levels,
+			      "map totals in a version 1 or 2 part");
 	for (i = 0; i < h->nr_recs; i++, idx++) {
 		const struct za_ckpt_rec *r = &recs[i];
 
@@ -60,10 +76,16 @@ static void check_part(const uint8_t *blk, const struct za_ckpt_hdr *h,
 				      r->nr_blocks <= h->size_blocks - r->lba,
 			      "a decoded record is outside the volume");
 		if (idx < h->nr_extents) {
-			ZA_FUZZ_CHECK(r->type == ZA_CKPT_REC_DATA ||
-					      r->type == ZA_CKPT_REC_JOURNAL,
-				      "an extent of the wrong type");
-			ZA_FUZZ_CHECK(r->lba >= end, "extents overlap");
+			if (h->version == 3)
+				ZA_FUZZ_CHECK(r->type == ZA_CKPT_REC_PAGE &&
+						      r->pos != UINT64_MAX,
+					      "a bad page record");
+			else
+				ZA_FUZZ_CHECK(
+					r->type == ZA_CKPT_REC_DATA ||
+						r->type == ZA_CKPT_REC_JOURNAL,
+					"an extent of the wrong type");
+			ZA_FUZZ_CHECK(r->lba >= end, "map records overlap");
 			end = r->lba + r->nr_blocks;
 		} else {
 			ZA_FUZZ_CHECK(r->type == ZA_CKPT_REC_UNMAP && !r->pos,
@@ -136,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			ZA_FUZZ_CHECK(
 				recs[k].lba >= end,
-				"the reader took extents going backwards");
+				"the reader took map records going backwards");
 			end = recs[k].lba + recs[k].nr_blocks;
 			extents++;
 		}

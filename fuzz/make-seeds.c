@@ -2,8 +2,8 @@
 /*
  * make-seeds.c - writes the committed seed corpora, fuzz/corpus/<target>/:
  * small valid inputs made with zarray's own encoders (stripe headers,
- * checkpoints, engine tables, checkpoint anchors, superblocks, protobuf
- * messages, emulated drive files) or written out
+ * checkpoints, engine tables, checkpoint anchors, map pages, superblocks,
+ * protobuf messages, emulated drive files) or written out
  * byte by byte from the protocol (NBD), and near-valid ones that each
  * break one rule, so that the fuzzers and the replay test start next to
  * every check.
@@ -34,6 +34,7 @@
 #include "fuzz.h"
 #include "io.h"
 #include "journal.h"
+#include "mpage.h"
 #include "rpc.h"
 #include "sb.h"
 #include "stripe.h"
@@ -306,6 +307,19 @@ static void seeds_journal(void)
 	seed_unmap("bad-magic", 0, 2048, blk, sizeof(blk));
 }
 
+/* Store @val as a little-endian field of @len bytes at @p (any record). */
+static void etab_put(uint8_t *p, unsigned len, uint64_t val)
+{
+	if (len == 8)
+		za_put_le64(p, val);
+	else if (len == 4)
+		za_put_le32(p, (uint32_t)val);
+	else if (len == 2)
+		za_put_le16(p, (uint16_t)val);
+	else
+		*p = (uint8_t)val;
+}
+
 /* ---- checkpoints ---- */
 
 static uint64_t ck_rng = 12345;
@@ -323,6 +337,11 @@ static uint64_t ck_rnd(void)
  */
 /* Engine table parts the next ckpt_make() announces (version 2). */
 static uint32_t ck_table_parts;
+/* Version 3: the next ckpt_make()'s map records are page records over a
+ * map of so many extents in so many levels. */
+static int ck_v3;
+static uint64_t ck_map_extents;
+static uint8_t ck_map_levels;
 
 static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 			  uint64_t extents, uint64_t unmaps)
@@ -336,12 +355,19 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 				blocks))
 		die("za_ckpt_writer_init");
 	w->h.nr_table_parts = ck_table_parts;
+	if (ck_v3) {
+		w->h.version = 3;
+		w->h.nr_map_extents = ck_map_extents;
+		w->h.map_levels = ck_map_levels;
+	}
 	for (i = 0; i < extents + unmaps; i++) {
 		struct za_ckpt_rec r = { 0 };
 
 		if (i < extents) {
 			r.type = ck_rnd() % 3 ? ZA_CKPT_REC_DATA :
 						ZA_CKPT_REC_JOURNAL;
+			if (ck_v3)
+				r.type = ZA_CKPT_REC_PAGE;
 			r.lba = lba + ck_rnd() % 2; /* gap 0 or 1 */
 			r.nr_blocks = 1 + ck_rnd() % 2;
 			r.group = 1 + ck_rnd() % 9;
@@ -362,6 +388,59 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 	return za_ckpt_nr_parts(extents, unmaps);
 }
 
+/*
+ * Version 3: page records, the root of a paged map, with the map's totals
+ * at 72 and 80. Made on the side of the random sequence, as version 2's.
+ */
+static void seeds_checkpoint_v3(void)
+{
+	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
+	static const struct {
+		const char *name;
+		unsigned off, len;
+		uint64_t val;
+	} breaks[] = {
+		{ "v3-no-table", 68, 4, 0 },
+		{ "v3-levels-zero", 80, 1, 0 },
+		{ "v3-levels-eight", 80, 1, 8 },
+		{ "v3-map-extents-few", 72, 8, 1 },
+		{ "v3-map-extents-zero", 72, 8, 0 },
+		{ "v3-map-extents-past-size", 72, 8, (1u << 20) + 1 },
+		{ "v3-reserved-81", 81, 1, 1 },
+		{ "v3-reserved-95", 95, 1, 1 },
+		{ "v3-extent-as-map-record", 96, 1, ZA_CKPT_REC_DATA },
+		{ "v3-page-pos-max", 96 + 32, 8, UINT64_MAX },
+	};
+	uint64_t rng_saved = ck_rng;
+	uint32_t n;
+	unsigned i;
+
+	ck_v3 = 1;
+	ck_table_parts = 2;
+	ck_map_extents = 12000;
+	ck_map_levels = 2;
+	n = ckpt_make(a, 8, 1u << 20, 150, 20);
+	seed("checkpoint", "v3-paged", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+		etab_put(b + breaks[i].off, breaks[i].len, breaks[i].val);
+		seed("checkpoint", breaks[i].name, 1, b, ZA_CKPT_BLOCK_BYTES);
+	}
+	/* Parts that disagree on the map's levels (mode 3: CRCs fixed, the
+	 * parts that decode fed to the reader). */
+	memcpy(b, a, 2 * ZA_CKPT_BLOCK_BYTES);
+	b[ZA_CKPT_BLOCK_BYTES + 80] = 3;
+	seed("checkpoint", "v3-levels-disagree", 3, b, 2 * ZA_CKPT_BLOCK_BYTES);
+	ck_map_extents = 0;
+	ck_map_levels = 0;
+	n = ckpt_make(a, 9, 1u << 16, 0, 30);
+	seed("checkpoint", "v3-empty-map", 0, a,
+	     trim_zeroes(a, n * ZA_CKPT_BLOCK_BYTES));
+	ck_v3 = 0;
+	ck_table_parts = 0;
+	ck_rng = rng_saved;
+}
+
 static void seeds_checkpoint(void)
 {
 	static uint8_t a[4 * ZA_CKPT_BLOCK_BYTES], b[4 * ZA_CKPT_BLOCK_BYTES];
@@ -372,7 +451,7 @@ static void seeds_checkpoint(void)
 		unsigned off;
 		uint8_t val;
 	} breaks[] = {
-		{ "bad-version", 8, 3 },
+		{ "bad-version", 8, 4 },
 		{ "id-zero", 16, 0 },
 		{ "size-zero", 33, 0 },
 		{ "part-past-count", 56, 5 },
@@ -443,6 +522,10 @@ static void seeds_checkpoint(void)
 	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
 	za_put_le32(b + 8, 1);
 	seed("checkpoint", "v1-with-table", 1, b, ZA_CKPT_BLOCK_BYTES);
+	memcpy(b, a, ZA_CKPT_BLOCK_BYTES);
+	b[96] = ZA_CKPT_REC_PAGE;
+	seed("checkpoint", "v2-page-record", 1, b, ZA_CKPT_BLOCK_BYTES);
+	seeds_checkpoint_v3();
 }
 
 /* ---- engine tables ---- */
@@ -582,18 +665,6 @@ static void etab_fixture(uint8_t *blk)
 	memcpy(blk, w.blocks, ET_BLK);
 	free(w.blocks);
 	free(s);
-}
-
-static void etab_put(uint8_t *p, unsigned len, uint64_t val)
-{
-	if (len == 8)
-		za_put_le64(p, val);
-	else if (len == 4)
-		za_put_le32(p, (uint32_t)val);
-	else if (len == 2)
-		za_put_le16(p, (uint16_t)val);
-	else
-		*p = (uint8_t)val;
 }
 
 /* Decode part @i of @blocks into @p, or die. */
@@ -968,6 +1039,139 @@ static void seeds_anchor(void)
 		}
 	}
 	anchor_seed("limits", &a);
+}
+
+/* ---- map pages ---- */
+
+/*
+ * Encode a page of checkpoint @id at @level: @nr records from @lo, each
+ * @len blocks with @gap blocks between two, into @b (ZA_MPAGE_BYTES).
+ * Groups and positions at their limits with @big.
+ */
+static void mpage_make(uint8_t *b, uint64_t id, uint8_t level, uint32_t nr,
+		       uint64_t lo, uint64_t len, uint64_t gap, int big)
+{
+	struct za_ckpt_rec r[ZA_MPAGE_MAX_RECS];
+	struct za_mpage_hdr h = {
+		.ckpt_id = id, .lo = lo, .level = level, .nr_recs = nr
+	};
+	uint64_t lba = lo;
+	uint32_t i;
+
+	for (i = 0; i < nr; i++) {
+		r[i] = (struct za_ckpt_rec){ .lba = lba, .nr_blocks = len };
+		if (level) {
+			r[i].type = ZA_CKPT_REC_PAGE;
+			r[i].group = big ? UINT64_MAX : 3 + i % 5;
+			r[i].pos = big ? UINT64_MAX - 1 : 10 * i;
+		} else {
+			r[i].type = i % 3 ? ZA_CKPT_REC_DATA :
+					    ZA_CKPT_REC_JOURNAL;
+			r[i].group = big ? UINT64_MAX : 1 + i % 7;
+			r[i].pos = big ? UINT64_MAX - len : 100 * i;
+		}
+		lba += len + gap;
+	}
+	h.hi = lba - gap;
+	if (za_mpage_encode(&h, r, b))
+		die("za_mpage_encode");
+}
+
+static void seeds_mpage(void)
+{
+	/*
+	 * One field each of the fixture (mode 1: CRC fixed): a leaf of
+	 * checkpoint 9 covering [100, 250), extents 100+10 at 96, 110+5 at
+	 * 136, 200+50 at 176.
+	 */
+	static const struct {
+		const char *name;
+		unsigned off, len;
+		uint64_t val;
+	} breaks[] = {
+		{ "ckpt-id-zero", 16, 8, 0 },
+		{ "lo-off", 24, 8, 99 },
+		{ "lo-at-hi", 24, 8, 250 },
+		{ "hi-off", 32, 8, 251 },
+		{ "hi-past-largest", 32, 8, ZA_CKPT_MAX_SIZE_BLOCKS + 1 },
+		{ "level-one", 40, 1, 1 },
+		{ "level-eight", 40, 1, 8 },
+		{ "reserved-41", 41, 1, 1 },
+		{ "reserved-48", 48, 1, 1 },
+		{ "reserved-95", 95, 1, 1 },
+		{ "nr-recs-zero", 44, 4, 0 },
+		{ "nr-recs-short", 44, 4, 2 },
+		{ "nr-recs-101", 44, 4, 101 },
+		{ "type-unmap", 136, 1, ZA_CKPT_REC_UNMAP },
+		{ "type-page-in-leaf", 136, 1, ZA_CKPT_REC_PAGE },
+		{ "rec-reserved", 137, 1, 1 },
+		{ "nr-blocks-zero", 136 + 16, 8, 0 },
+		{ "overlap", 136 + 8, 8, 109 },
+		{ "backwards", 176 + 8, 8, 100 },
+		{ "pos-wraps", 176 + 32, 8, UINT64_MAX - 49 },
+		{ "trailing", 216, 1, 1 },
+		{ "last-byte", 4095, 1, 1 },
+	};
+	static const struct za_ckpt_rec fx_recs[] = {
+		{ ZA_CKPT_REC_DATA, 100, 10, 5, 0 },
+		{ ZA_CKPT_REC_JOURNAL, 110, 5, 6, 20 },
+		{ ZA_CKPT_REC_DATA, 200, 50, 5, 40 },
+	};
+	static const struct za_mpage_hdr fx_h = { 9, 100, 250, 0, 3 };
+	static uint8_t fx[ZA_MPAGE_BYTES], b[ZA_MPAGE_BYTES];
+	static uint8_t lng[ZA_MPAGE_BYTES + 1];
+	unsigned i;
+
+	if (za_mpage_encode(&fx_h, fx_recs, fx))
+		die("mpage fixture");
+	seed("mpage", "fixture", 0, fx, trim_zeroes(fx, sizeof(fx)));
+	for (i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++) {
+		memcpy(b, fx, sizeof(b));
+		etab_put(b + breaks[i].off, breaks[i].len, breaks[i].val);
+		seed("mpage", breaks[i].name, 1, b, sizeof(b));
+	}
+	memcpy(b, fx, sizeof(b));
+	b[100] ^= 1;
+	seed("mpage", "bad-crc", 0, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[0] = 'X';
+	seed("mpage", "bad-magic", 0, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[8] = 2;
+	seed("mpage", "bad-version", 0, b, sizeof(b));
+	seed("mpage", "short", 2, fx, 100);
+	/* A read one byte longer than a block: not a page either. */
+	memcpy(lng, fx, sizeof(fx));
+	seed("mpage", "long", 2, lng, sizeof(lng));
+	seed("mpage", "all-zero", 0, NULL, 0);
+
+	/* A valid page of each kind. */
+	mpage_make(b, 1, 0, 1, 0, 1, 0, 0);
+	seed("mpage", "leaf-one-block", 0, b, trim_zeroes(b, sizeof(b)));
+	mpage_make(b, 2, 0, ZA_MPAGE_MAX_RECS, 4096, 8, 1, 0);
+	seed("mpage", "leaf-full", 0, b, sizeof(b));
+	mpage_make(b, 3, 0, ZA_MPAGE_MAX_RECS, 0, 1, 0, 0);
+	seed("mpage", "leaf-adjacent", 0, b, sizeof(b));
+	mpage_make(b, UINT64_MAX, 0, 4, ZA_CKPT_MAX_SIZE_BLOCKS - 400, 100, 0,
+		   1);
+	seed("mpage", "leaf-at-the-top", 0, b, trim_zeroes(b, sizeof(b)));
+	mpage_make(b, 4, 1, 1, 0, 1u << 20, 0, 0);
+	seed("mpage", "level-1-one-child", 0, b, trim_zeroes(b, sizeof(b)));
+	mpage_make(b, 5, 1, ZA_MPAGE_MAX_RECS, 1000, 500, 3, 0);
+	seed("mpage", "level-1-full", 0, b, sizeof(b));
+	mpage_make(b, 6, ZA_MPAGE_MAX_LEVEL, 7, 0, 1ull << 40, 0, 1);
+	seed("mpage", "top-level", 0, b, trim_zeroes(b, sizeof(b)));
+	/* Interior pages broken (mode 1): an extent among pages, a page
+	 * that is no block, a leaf's records at level 2. */
+	mpage_make(b, 7, 2, 3, 0, 100, 0, 0);
+	b[96 + 40] = ZA_CKPT_REC_DATA;
+	seed("mpage", "extent-in-interior", 1, b, sizeof(b));
+	mpage_make(b, 7, 2, 3, 0, 100, 0, 0);
+	za_put_le64(b + 96 + 32, UINT64_MAX);
+	seed("mpage", "page-pos-max", 1, b, sizeof(b));
+	memcpy(b, fx, sizeof(b));
+	b[40] = 2;
+	seed("mpage", "leaf-at-level-2", 1, b, sizeof(b));
 }
 
 /* ---- superblocks ---- */
@@ -1958,6 +2162,7 @@ int main(int argc, char **argv)
 	seeds_checkpoint();
 	seeds_etab();
 	seeds_anchor();
+	seeds_mpage();
 	seeds_journal();
 	seeds_sb();
 	seeds_sb_assemble();

@@ -9,7 +9,8 @@
  * cannot say about itself (that it belongs with the others, that the
  * extents go on increasing across parts, that none is missing) is the
  * reader's job. Whether a checkpoint is the right one to use, and whether
- * its groups still exist, is the volume's.
+ * its groups still exist, is the volume's; so are, in version 3, the map
+ * pages its records name (mpage.c decodes them).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -18,19 +19,25 @@
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crc.h"
+#include "mpage.h"
 
 #define CKPT_MAGIC "ZACHKPNT"
 /*
  * Version 2 adds nr_table_parts at 68, and is written only by checkpoints
  * with an engine table (nr_table_parts >= 1); those without one are still
  * written and read as version 1 (reserved zero there), so each has one
- * encoding.
+ * encoding. Version 3 adds nr_map_extents at 72 and map_levels at 80, and
+ * its map records are page records, the root of a paged map (mpage.h):
+ * it is written only when asked for (h.version = 3), and always with an
+ * engine table.
  */
-#define CKPT_VERSION 2u
+#define CKPT_V3 3u
 #define CKPT_CRC_OFF 12u
 #define CKPT_TABLE_OFF 68u
-#define CKPT_RESERVED_OFF 72u
-#define CKPT_V1_RESERVED_OFF 68u
+#define CKPT_MAP_EXTENTS_OFF 72u
+#define CKPT_MAP_LEVELS_OFF 80u
+/* Where each version's reserved header bytes start, to byte 96. */
+static const uint32_t reserved_off[] = { 0, 68, 72, 81 };
 
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
 {
@@ -59,9 +66,38 @@ static uint32_t recs_in_part(const struct za_ckpt_hdr *h, uint32_t part)
 		       ZA_CKPT_RECS_PER_BLOCK;
 }
 
+/*
+ * The version @h is written as, and was read as when decoded: 3 when
+ * asked for; else 2 with an engine table, 1 without.
+ */
+static uint32_t hdr_version(const struct za_ckpt_hdr *h)
+{
+	if (h->version == CKPT_V3)
+		return CKPT_V3;
+	return h->nr_table_parts ? 2 : 1;
+}
+
+/*
+ * A version 3 map: nr_extents page records at its root, over map_levels
+ * levels of pages holding nr_map_extents extents. Each page holds at
+ * least one record, so an empty map has no page and no level, and a
+ * map that is not empty has at least one of each. 0 or -EBADMSG.
+ */
+static int map_check(const struct za_ckpt_hdr *h)
+{
+	if (h->nr_map_extents > h->size_blocks ||
+	    h->nr_extents > h->nr_map_extents ||
+	    h->map_levels > ZA_MPAGE_MAX_LEVEL ||
+	    !h->map_levels != !h->nr_map_extents ||
+	    (h->map_levels && !h->nr_extents))
+		return -EBADMSG;
+	return 0;
+}
+
 /* The header fields alone: 0 or -EBADMSG. */
 static int hdr_check(const struct za_ckpt_hdr *h)
 {
+	uint32_t version = hdr_version(h);
 	uint32_t parts;
 
 	if (!h->id || !h->size_blocks ||
@@ -73,38 +109,111 @@ static int hdr_check(const struct za_ckpt_hdr *h)
 	    h->nr_recs != recs_in_part(h, h->part) ||
 	    h->nr_table_parts > ZA_CKPT_MAX_TABLE_PARTS)
 		return -EBADMSG;
+	if (version == CKPT_V3)
+		return h->nr_table_parts ? map_check(h) : -EBADMSG;
+	/* Versions 1 and 2 list the extents themselves. */
+	return h->nr_map_extents || h->map_levels ? -EBADMSG : 0;
+}
+
+/*
+ * A record's own ranges, by its type: inside [0, @size_blocks), and its
+ * position what its type allows. Where the type may stand is the
+ * caller's. 0 or -EBADMSG.
+ */
+static int rec_check(const struct za_ckpt_rec *r, uint64_t size_blocks)
+{
+	if (!r->nr_blocks || r->lba >= size_blocks ||
+	    r->nr_blocks > size_blocks - r->lba)
+		return -EBADMSG;
+	switch (r->type) {
+	case ZA_CKPT_REC_DATA:
+	case ZA_CKPT_REC_JOURNAL:
+		/* Block i is at pos + i: none of them may wrap. */
+		return r->pos > UINT64_MAX - r->nr_blocks ? -EBADMSG : 0;
+	case ZA_CKPT_REC_UNMAP:
+		return r->pos ? -EBADMSG : 0;
+	case ZA_CKPT_REC_PAGE:
+		/* One block; UINT64_MAX is no block position of a group. */
+		return r->pos == UINT64_MAX ? -EBADMSG : 0;
+	}
+	return -EBADMSG;
+}
+
+int za_ckpt_map_rec_check(const struct za_ckpt_rec *r, bool pages,
+			  uint64_t size_blocks, uint64_t *end)
+{
+	bool ok_type = pages ? r->type == ZA_CKPT_REC_PAGE :
+			       r->type == ZA_CKPT_REC_DATA ||
+				       r->type == ZA_CKPT_REC_JOURNAL;
+
+	if (!ok_type || rec_check(r, size_blocks) || r->lba < *end)
+		return -EBADMSG;
+	*end = r->lba + r->nr_blocks;
 	return 0;
 }
 
 /*
- * The records of one part: types where they belong (extents first), ranges
- * inside the volume, extents increasing and not overlapping. 0 or
- * -EBADMSG.
+ * The records of one part: types where they belong (map records first:
+ * extents, or page records in version 3), ranges inside the volume, map
+ * records increasing and not overlapping. 0 or -EBADMSG.
  */
 static int recs_check(const struct za_ckpt_hdr *h,
 		      const struct za_ckpt_rec *recs)
 {
 	uint64_t idx = (uint64_t)h->part * ZA_CKPT_RECS_PER_BLOCK;
+	bool pages = hdr_version(h) == CKPT_V3;
 	uint64_t end = 0;
 	uint32_t i;
 
 	for (i = 0; i < h->nr_recs; i++, idx++) {
 		const struct za_ckpt_rec *r = &recs[i];
-		bool extent = idx < h->nr_extents;
 
-		if (!r->nr_blocks || r->lba >= h->size_blocks ||
-		    r->nr_blocks > h->size_blocks - r->lba)
-			return -EBADMSG;
-		if (!extent) {
-			if (r->type != ZA_CKPT_REC_UNMAP || r->pos)
+		if (idx < h->nr_extents) {
+			if (za_ckpt_map_rec_check(r, pages, h->size_blocks,
+						  &end))
 				return -EBADMSG;
 			continue;
 		}
-		if ((r->type != ZA_CKPT_REC_DATA &&
-		     r->type != ZA_CKPT_REC_JOURNAL) ||
-		    r->pos > UINT64_MAX - r->nr_blocks || r->lba < end)
+		if (r->type != ZA_CKPT_REC_UNMAP ||
+		    rec_check(r, h->size_blocks))
 			return -EBADMSG;
-		end = r->lba + r->nr_blocks;
+	}
+	return 0;
+}
+
+void za_ckpt_recs_put(uint8_t *p, const struct za_ckpt_rec *recs, uint32_t nr)
+{
+	uint32_t i;
+
+	memset(p, 0, ZA_CKPT_RECS_PER_BLOCK * ZA_CKPT_REC_BYTES);
+	for (i = 0; i < nr; i++, p += ZA_CKPT_REC_BYTES) {
+		p[0] = recs[i].type;
+		za_put_le64(p + 8, recs[i].lba);
+		za_put_le64(p + 16, recs[i].nr_blocks);
+		za_put_le64(p + 24, recs[i].group);
+		za_put_le64(p + 32, recs[i].pos);
+	}
+}
+
+int za_ckpt_recs_get(const uint8_t *p, uint32_t nr, struct za_ckpt_rec *recs)
+{
+	uint32_t i;
+
+	if (nr > ZA_CKPT_RECS_PER_BLOCK)
+		return -EBADMSG;
+	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++, p += ZA_CKPT_REC_BYTES) {
+		if (i >= nr) {
+			if (!za_all_zero(p, ZA_CKPT_REC_BYTES))
+				return -EBADMSG;
+			continue;
+		}
+		if (!za_all_zero(p + 1, 7))
+			return -EBADMSG;
+		recs[i].type = p[0];
+		recs[i].lba = za_get_le64(p + 8);
+		recs[i].nr_blocks = za_get_le64(p + 16);
+		recs[i].group = za_get_le64(p + 24);
+		recs[i].pos = za_get_le64(p + 32);
 	}
 	return 0;
 }
@@ -117,13 +226,11 @@ static uint32_t block_crc(const uint8_t *blk)
 int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 			 const struct za_ckpt_rec *recs, uint8_t *blk)
 {
-	uint32_t i;
-
 	if (hdr_check(h) || recs_check(h, recs))
 		return -EINVAL;
 	memset(blk, 0, ZA_CKPT_BLOCK_BYTES);
 	memcpy(blk, CKPT_MAGIC, 8);
-	za_put_le32(blk + 8, h->nr_table_parts ? CKPT_VERSION : 1);
+	za_put_le32(blk + 8, hdr_version(h));
 	za_put_le64(blk + 16, h->id);
 	za_put_le64(blk + 24, h->seq);
 	za_put_le64(blk + 32, h->size_blocks);
@@ -132,16 +239,11 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	za_put_le32(blk + 56, h->part);
 	za_put_le32(blk + 60, h->nr_parts);
 	za_put_le32(blk + 64, h->nr_recs);
+	/* Zero where a version has them reserved (hdr_check() saw to it). */
 	za_put_le32(blk + CKPT_TABLE_OFF, h->nr_table_parts);
-	for (i = 0; i < h->nr_recs; i++) {
-		uint8_t *p = blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
-
-		p[0] = recs[i].type;
-		za_put_le64(p + 8, recs[i].lba);
-		za_put_le64(p + 16, recs[i].nr_blocks);
-		za_put_le64(p + 24, recs[i].group);
-		za_put_le64(p + 32, recs[i].pos);
-	}
+	za_put_le64(blk + CKPT_MAP_EXTENTS_OFF, h->nr_map_extents);
+	blk[CKPT_MAP_LEVELS_OFF] = h->map_levels;
+	za_ckpt_recs_put(blk + ZA_CKPT_HDR_BYTES, recs, h->nr_recs);
 	za_put_le32(blk + CKPT_CRC_OFF, block_crc(blk));
 	return 0;
 }
@@ -151,16 +253,16 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 {
 	struct za_ckpt_rec rr[ZA_CKPT_RECS_PER_BLOCK];
 	struct za_ckpt_hdr hh;
-	uint32_t i, version, resv;
+	uint32_t version, resv;
 
 	if (len < 8 || memcmp(blk, CKPT_MAGIC, 8))
 		return -ENOENT;
 	if (len < 12)
 		return -EBADMSG;
 	version = za_get_le32(blk + 8);
-	if (version != CKPT_VERSION && version != 1)
+	if (version < 1 || version > CKPT_V3)
 		return -EPROTONOSUPPORT;
-	resv = version == 1 ? CKPT_V1_RESERVED_OFF : CKPT_RESERVED_OFF;
+	resv = reserved_off[version];
 	if (len < ZA_CKPT_BLOCK_BYTES ||
 	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
 	    !za_all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
@@ -173,28 +275,17 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	hh.part = za_get_le32(blk + 56);
 	hh.nr_parts = za_get_le32(blk + 60);
 	hh.nr_recs = za_get_le32(blk + 64);
-	hh.nr_table_parts = version == 1 ? 0 :
-					   za_get_le32(blk + CKPT_TABLE_OFF);
-	if (hdr_check(&hh) || (version != 1 && !hh.nr_table_parts))
-		return -EBADMSG;
-	for (i = 0; i < ZA_CKPT_RECS_PER_BLOCK; i++) {
-		const uint8_t *p =
-			blk + ZA_CKPT_HDR_BYTES + i * ZA_CKPT_REC_BYTES;
-
-		if (i >= hh.nr_recs) {
-			if (!za_all_zero(p, ZA_CKPT_REC_BYTES))
-				return -EBADMSG;
-			continue;
-		}
-		if (!za_all_zero(p + 1, 7))
-			return -EBADMSG;
-		rr[i].type = p[0];
-		rr[i].lba = za_get_le64(p + 8);
-		rr[i].nr_blocks = za_get_le64(p + 16);
-		rr[i].group = za_get_le64(p + 24);
-		rr[i].pos = za_get_le64(p + 32);
-	}
-	if (recs_check(&hh, rr))
+	hh.nr_table_parts = version >= 2 ? za_get_le32(blk + CKPT_TABLE_OFF) :
+					   0;
+	hh.version = version;
+	hh.nr_map_extents =
+		version >= 3 ? za_get_le64(blk + CKPT_MAP_EXTENTS_OFF) : 0;
+	hh.map_levels = version >= 3 ? blk[CKPT_MAP_LEVELS_OFF] : 0;
+	/* The version it would be written as: a version 2 part without an
+	 * engine table is not canonical. */
+	if (hdr_check(&hh) || hdr_version(&hh) != version ||
+	    za_ckpt_recs_get(blk + ZA_CKPT_HDR_BYTES, hh.nr_recs, rr) ||
+	    recs_check(&hh, rr))
 		return -EBADMSG;
 	*h = hh;
 	memcpy(recs, rr, hh.nr_recs * sizeof(*rr));
@@ -220,17 +311,20 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 		 h->size_blocks != f->size_blocks ||
 		 h->nr_extents != f->nr_extents ||
 		 h->nr_unmaps != f->nr_unmaps || h->nr_parts != f->nr_parts ||
-		 h->nr_table_parts != f->nr_table_parts)
+		 h->nr_table_parts != f->nr_table_parts ||
+		 hdr_version(h) != hdr_version(f) ||
+		 h->nr_map_extents != f->nr_map_extents ||
+		 h->map_levels != f->map_levels)
 		return -EBADMSG;
 	for (i = 0; i < h->nr_recs; i++) {
 		if (recs[i].type == ZA_CKPT_REC_UNMAP) {
 			r->unmaps++;
 			continue;
 		}
-		/* Within the part recs_check() saw to it; across parts: */
-		if (recs[i].lba < r->end_lba)
+		/* The check recs_check() made within the part, across. */
+		if (za_ckpt_map_rec_check(&recs[i], hdr_version(h) == CKPT_V3,
+					  h->size_blocks, &r->end_lba))
 			return -EBADMSG;
-		r->end_lba = recs[i].lba + recs[i].nr_blocks;
 		r->extents++;
 	}
 	r->next_part++;

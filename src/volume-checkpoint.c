@@ -804,6 +804,13 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 		/* A bigger volume than ours: not ours to load. */
 		if (!ret && (h.id != c->id || h.size_blocks > v->size_blocks))
 			ret = -EBADMSG;
+		/*
+		 * A paged map (version 3): its map records are page records,
+		 * not extents, and the pages are not read yet (design.md 9.6
+		 * item 5). Not usable, as from a newer zarray.
+		 */
+		if (!ret && h.version == 3)
+			ret = -EPROTONOSUPPORT;
 		for (i = 0; !ret && i < h.nr_recs; i++) {
 			struct za_map_loc loc = { .group = recs[i].group,
 						  .pos = recs[i].pos };

@@ -6,7 +6,10 @@
  * canonical re-encoding, every single-bit flip of a part rejected, the
  * reserved bytes checked behind a valid CRC, truncated and garbage input,
  * and a reader that refuses parts missing, repeated, out of order, from
- * another checkpoint or with extents going backwards across parts.
+ * another checkpoint or with extents going backwards across parts. Version
+ * 3 (a paged map's root level) likewise: round trips through writer and
+ * reader, page records as its only map records and refused in versions 1
+ * and 2, the map totals' rules, parts disagreeing on them.
  */
 #include <check.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include "byteorder.h"
 #include "checkpoint.h"
 #include "crc.h"
+#include "mpage.h"
 #include "tap.h"
 
 #define BLK ZA_CKPT_BLOCK_BYTES
@@ -91,9 +95,14 @@ static struct za_ckpt_rec *make_recs(const struct shape *s)
 	return r;
 }
 
-/* Encode a whole checkpoint of @s into new blocks; *parts set. */
-static uint8_t *encode(const struct shape *s, const struct za_ckpt_rec *r,
-		       uint64_t id, uint32_t *parts)
+/*
+ * Encode a whole checkpoint of @s into new blocks; *parts set. With @v,
+ * its version, table parts and map totals (version 3) are set in the
+ * writer.
+ */
+static uint8_t *encode_v(const struct shape *s, const struct za_ckpt_rec *r,
+			 uint64_t id, const struct za_ckpt_hdr *v,
+			 uint32_t *parts)
 {
 	struct za_ckpt_writer w;
 	uint8_t *blocks;
@@ -106,10 +115,22 @@ static uint8_t *encode(const struct shape *s, const struct za_ckpt_rec *r,
 	ck_assert_int_eq(za_ckpt_writer_init(&w, id, 777 + id, s->size_blocks,
 					     s->extents, s->unmaps, blocks),
 			 0);
+	if (v) {
+		w.h.version = v->version;
+		w.h.nr_table_parts = v->nr_table_parts;
+		w.h.nr_map_extents = v->nr_map_extents;
+		w.h.map_levels = v->map_levels;
+	}
 	for (i = 0; i < s->extents + s->unmaps; i++)
 		ck_assert_int_eq(za_ckpt_writer_add(&w, &r[i]), 0);
 	ck_assert_int_eq(za_ckpt_writer_finish(&w), 0);
 	return blocks;
+}
+
+static uint8_t *encode(const struct shape *s, const struct za_ckpt_rec *r,
+		       uint64_t id, uint32_t *parts)
+{
+	return encode_v(s, r, id, NULL, parts);
 }
 
 static uint32_t crc_of(const uint8_t *blk)
@@ -130,14 +151,74 @@ static void fix_crc(uint8_t *blk)
 	za_put_le32(blk + 12, crc_of(blk));
 }
 
+/*
+ * Decode part @b into @h and check it: its records are @r's from *@idx
+ * on (*@idx moves past them), @rd takes it, and it encodes back to the
+ * same bytes (canonical).
+ */
+static void check_part(const uint8_t *b, const struct za_ckpt_rec *r,
+		       uint64_t *idx, struct za_ckpt_reader *rd,
+		       struct za_ckpt_hdr *h)
+{
+	struct za_ckpt_rec got[ZA_CKPT_RECS_PER_BLOCK];
+	uint8_t again[BLK];
+	uint32_t k;
+
+	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, h, got), 0);
+	for (k = 0; k < h->nr_recs; k++, (*idx)++) {
+		ck_assert_uint_eq(got[k].type, r[*idx].type);
+		ck_assert_uint_eq(got[k].lba, r[*idx].lba);
+		ck_assert_uint_eq(got[k].nr_blocks, r[*idx].nr_blocks);
+		ck_assert_uint_eq(got[k].group, r[*idx].group);
+		ck_assert_uint_eq(got[k].pos, r[*idx].pos);
+	}
+	ck_assert_int_eq(za_ckpt_reader_add(rd, h, got), 0);
+	ck_assert_int_eq(za_ckpt_block_encode(h, got, again), 0);
+	ck_assert_mem_eq(again, b, BLK);
+}
+
+/* Every single-bit flip of part @b is refused; @b is left as it was. */
+static void check_flips(uint8_t *b, const char *name, uint32_t part)
+{
+	struct za_ckpt_rec got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_hdr h;
+	size_t bit;
+
+	for (bit = 0; bit < BLK * 8; bit++) {
+		int ret;
+
+		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		ret = za_ckpt_block_decode(b, BLK, &h, got);
+		ck_assert_msg(ret == -EBADMSG || ret == -ENOENT ||
+				      ret == -EPROTONOSUPPORT,
+			      "%s: part %u bit %zu: decode gave %d", name, part,
+			      bit, ret);
+		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got), 0);
+}
+
+/* Store @val as a little-endian field of @len bytes at @off of part @b,
+ * and the part's CRC. */
+static void poke(uint8_t *b, unsigned off, unsigned len, uint64_t val)
+{
+	if (len == 8)
+		za_put_le64(b + off, val);
+	else if (len == 4)
+		za_put_le32(b + off, (uint32_t)val);
+	else
+		b[off] = (uint8_t)val;
+	fix_crc(b);
+}
+
 START_TEST(test_round_trip)
 {
 	const struct shape *s = &shapes[_i];
-	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_rec *r;
 	struct za_ckpt_reader rd;
 	struct za_ckpt_hdr h;
-	uint8_t *blocks, again[BLK];
-	uint32_t parts, p, k;
+	uint8_t *blocks;
+	uint32_t parts, p;
 	uint64_t idx = 0;
 
 	rng = 100 + (uint64_t)_i;
@@ -148,9 +229,8 @@ START_TEST(test_round_trip)
 					 1);
 	za_ckpt_reader_init(&rd);
 	for (p = 0; p < parts; p++) {
-		ck_assert_int_eq(za_ckpt_block_decode(blocks + (size_t)p * BLK,
-						      BLK, &h, got),
-				 0);
+		check_part(blocks + (size_t)p * BLK, r, &idx, &rd, &h);
+		ck_assert_uint_eq(h.version, 1);
 		ck_assert_uint_eq(h.id, 5);
 		ck_assert_uint_eq(h.seq, 782);
 		ck_assert_uint_eq(h.size_blocks, s->size_blocks);
@@ -158,17 +238,8 @@ START_TEST(test_round_trip)
 		ck_assert_uint_eq(h.nr_unmaps, s->unmaps);
 		ck_assert_uint_eq(h.part, p);
 		ck_assert_uint_eq(h.nr_parts, parts);
-		for (k = 0; k < h.nr_recs; k++, idx++) {
-			ck_assert_uint_eq(got[k].type, r[idx].type);
-			ck_assert_uint_eq(got[k].lba, r[idx].lba);
-			ck_assert_uint_eq(got[k].nr_blocks, r[idx].nr_blocks);
-			ck_assert_uint_eq(got[k].group, r[idx].group);
-			ck_assert_uint_eq(got[k].pos, r[idx].pos);
-		}
-		ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), 0);
-		/* Canonical: what decodes encodes back to the same bytes. */
-		ck_assert_int_eq(za_ckpt_block_encode(&h, got, again), 0);
-		ck_assert_mem_eq(again, blocks + (size_t)p * BLK, BLK);
+		ck_assert_uint_eq(h.nr_map_extents, 0);
+		ck_assert_uint_eq(h.map_levels, 0);
 		/* Not complete until the last part. */
 		if (p + 1 < parts)
 			ck_assert_int_eq(za_ckpt_reader_done(&rd), -EBADMSG);
@@ -184,31 +255,15 @@ END_TEST
 START_TEST(test_every_bit_flip_rejected)
 {
 	const struct shape *s = &shapes[_i];
-	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
-	struct za_ckpt_hdr h;
+	struct za_ckpt_rec *r;
 	uint8_t *blocks;
-	uint32_t parts, which;
-	size_t bit;
+	uint32_t parts;
 
 	rng = 200 + (uint64_t)_i;
 	r = make_recs(s);
 	blocks = encode(s, r, 9, &parts);
-	for (which = 0; which < 2; which++) {
-		uint8_t *b = blocks + (size_t)(which ? parts - 1 : 0) * BLK;
-
-		for (bit = 0; bit < BLK * 8; bit++) {
-			int ret;
-
-			b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			ret = za_ckpt_block_decode(b, BLK, &h, got);
-			ck_assert_msg(ret == -EBADMSG || ret == -ENOENT ||
-					      ret == -EPROTONOSUPPORT,
-				      "%s: part %u bit %zu: decode gave %d",
-				      s->name, which, bit, ret);
-			b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		}
-		ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got), 0);
-	}
+	check_flips(blocks, s->name, 0);
+	check_flips(blocks + (size_t)(parts - 1) * BLK, s->name, parts - 1);
 	free(blocks);
 	free(r);
 }
@@ -275,20 +330,17 @@ START_TEST(test_fields_checked_behind_crc)
 		memcpy(b, saved, BLK);
 	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (bad[i].len == 8)
-			za_put_le64(b + bad[i].off, bad[i].val);
-		else if (bad[i].len == 4)
-			za_put_le32(b + bad[i].off, (uint32_t)bad[i].val);
-		else
-			b[bad[i].off] = (uint8_t)bad[i].val;
-		fix_crc(b);
+		poke(b, bad[i].off, bad[i].len, bad[i].val);
 		ck_assert_msg(za_ckpt_block_decode(b, BLK, &h, got) == -EBADMSG,
 			      "case %u (offset %u) was accepted", i,
 			      bad[i].off);
 		memcpy(b, saved, BLK);
 	}
 	/* The version is checked before anything else but the magic. */
-	za_put_le32(b + 8, 3);
+	za_put_le32(b + 8, 4);
+	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got),
+			 -EPROTONOSUPPORT);
+	za_put_le32(b + 8, 0);
 	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got),
 			 -EPROTONOSUPPORT);
 	free(blocks);
@@ -362,6 +414,470 @@ START_TEST(test_table_parts)
 }
 END_TEST
 
+static void add_part(struct za_ckpt_reader *rd, const uint8_t *blk, int want)
+{
+	struct za_ckpt_rec got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_hdr h;
+
+	ck_assert_int_eq(za_ckpt_block_decode(blk, BLK, &h, got), 0);
+	ck_assert_int_eq(za_ckpt_reader_add(rd, &h, got), want);
+}
+
+/*
+ * Map records going backwards across parts, each part valid alone: a
+ * checkpoint like @h (its version and map totals) of 101 map records of
+ * @type in 1000 blocks, whose part 0 ends at 500. Part 1's record at 499
+ * is refused, at 500 taken.
+ */
+static void check_backwards(struct za_ckpt_hdr h, uint8_t type)
+{
+	struct za_ckpt_rec one[ZA_CKPT_RECS_PER_BLOCK] = { { 0 } };
+	struct za_ckpt_reader rd;
+	uint8_t blk[BLK];
+	unsigned i;
+
+	h.id = 1;
+	h.seq = 2;
+	h.size_blocks = 1000;
+	h.nr_extents = 101;
+	h.nr_parts = 2;
+	h.nr_recs = 100;
+	for (i = 0; i < 100; i++)
+		one[i] = (struct za_ckpt_rec){
+			.type = type, .lba = 5 * i, .nr_blocks = 5, .group = 1
+		};
+	za_ckpt_reader_init(&rd);
+	ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
+	add_part(&rd, blk, 0);
+	h.part = 1;
+	h.nr_recs = 1;
+	one[0].lba = 499; /* part 0 ended at 500 */
+	ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
+	add_part(&rd, blk, -EBADMSG);
+	one[0].lba = 500; /* adjacent is fine */
+	ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
+	add_part(&rd, blk, 0);
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+	/* The encoder refuses what the decoder would. */
+	h.nr_recs = 2;
+	ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), -EINVAL);
+}
+
+/*
+ * Version 3: a paged map's root level. Its shapes: so many page records
+ * and unmaps, and the map's totals below the root.
+ */
+struct v3_shape {
+	struct shape s; /* extents: page records */
+	uint64_t map_extents;
+	uint8_t levels;
+};
+
+static const struct v3_shape v3_shapes[] = {
+	{ { "empty", 0, 0, 2048, 0 }, 0, 0 },
+	{ { "an empty map, unmaps", 0, 130, 1u << 16, 0 }, 0, 0 },
+	{ { "one page", 1, 0, 4096, 0 }, 100, 1 },
+	{ { "a part of pages", 100, 0, 1u << 20, 0 }, 10000, 2 },
+	{ { "pages and unmaps", 250, 37, 1u << 20, 0 }, 20000, 2 },
+	{ { "the largest volume, the top level", 300, 5,
+	    ZA_CKPT_MAX_SIZE_BLOCKS, 1 },
+	  ZA_CKPT_MAX_SIZE_BLOCKS,
+	  7 },
+};
+
+#define NR_V3_SHAPES (int)(sizeof(v3_shapes) / sizeof(v3_shapes[0]))
+
+/* The records of a version 3 shape: its map records made page records. */
+static struct za_ckpt_rec *make_v3_recs(const struct v3_shape *v)
+{
+	struct za_ckpt_rec *r = make_recs(&v->s);
+	uint64_t i;
+
+	for (i = 0; i < v->s.extents; i++) {
+		r[i].type = ZA_CKPT_REC_PAGE;
+		/* A page is one block: any position but the last. */
+		if (v->s.big)
+			r[i].pos = UINT64_MAX - 1 - i % 2;
+	}
+	return r;
+}
+
+static uint8_t *encode_v3(const struct v3_shape *v, const struct za_ckpt_rec *r,
+			  uint64_t id, uint32_t *parts)
+{
+	struct za_ckpt_hdr x = { .version = 3,
+				 .nr_table_parts = 2,
+				 .nr_map_extents = v->map_extents,
+				 .map_levels = v->levels };
+
+	return encode_v(&v->s, r, id, &x, parts);
+}
+
+/*
+ * Version 3 through the writer, the decoder and the reader: the version
+ * and map totals at their offsets, the page records given back, the
+ * encoding canonical.
+ */
+START_TEST(test_v3_round_trip)
+{
+	const struct v3_shape *v = &v3_shapes[_i];
+	struct za_ckpt_rec *r;
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h;
+	uint8_t *blocks;
+	uint32_t parts, p;
+	uint64_t idx = 0;
+
+	rng = 600 + (uint64_t)_i;
+	r = make_v3_recs(v);
+	blocks = encode_v3(v, r, 11, &parts);
+	za_ckpt_reader_init(&rd);
+	for (p = 0; p < parts; p++) {
+		uint8_t *b = blocks + (size_t)p * BLK;
+
+		ck_assert_uint_eq(za_get_le32(b + 8), 3);
+		ck_assert_uint_eq(za_get_le32(b + 68), 2);
+		ck_assert_uint_eq(za_get_le64(b + 72), v->map_extents);
+		ck_assert_uint_eq(b[80], v->levels);
+		ck_assert(za_all_zero(b + 81, 15));
+		check_part(b, r, &idx, &rd, &h);
+		ck_assert_uint_eq(h.version, 3);
+		ck_assert_uint_eq(h.nr_table_parts, 2);
+		ck_assert_uint_eq(h.nr_map_extents, v->map_extents);
+		ck_assert_uint_eq(h.map_levels, v->levels);
+		ck_assert_uint_eq(h.nr_extents, v->s.extents);
+		ck_assert_uint_eq(h.nr_unmaps, v->s.unmaps);
+	}
+	ck_assert_uint_eq(idx, v->s.extents + v->s.unmaps);
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+	free(blocks);
+	free(r);
+}
+END_TEST
+
+/* Every single-bit flip of a version 3 part is refused too. */
+START_TEST(test_v3_every_bit_flip_rejected)
+{
+	const struct v3_shape *v = &v3_shapes[4];
+	struct za_ckpt_rec *r;
+	uint8_t *blocks;
+	uint32_t parts;
+
+	rng = 700;
+	r = make_v3_recs(v);
+	blocks = encode_v3(v, r, 12, &parts);
+	ck_assert_uint_eq(parts, 3);
+	/* Page records, then unmaps. */
+	check_flips(blocks + 2 * BLK, v->s.name, 2);
+	free(blocks);
+	free(r);
+}
+END_TEST
+
+/*
+ * A version 3 part's header rules behind a valid CRC: the fixture is one
+ * part of 30 page records and 3 unmaps, a map of 3000 extents in 2
+ * levels, 2 table parts, in a volume of 100000 blocks.
+ */
+START_TEST(test_v3_fields_checked_behind_crc)
+{
+	const struct v3_shape v = { { "x", 30, 3, 100000, 0 }, 3000, 2 };
+	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_hdr h;
+	uint8_t *b, saved[BLK];
+	uint32_t parts;
+	unsigned i, off;
+	static const struct {
+		const char *what;
+		unsigned off, len; /* little-endian field */
+		uint64_t val;
+		int ok;
+	} cases[] = {
+		{ "no table parts", 68, 4, 0, 0 },
+		{ "map_levels 0 under a map", 80, 1, 0, 0 },
+		{ "map_levels 8", 80, 1, 8, 0 },
+		{ "map_levels 255", 80, 1, 255, 0 },
+		{ "map_levels 1", 80, 1, 1, 1 },
+		{ "map_levels 7", 80, 1, 7, 1 },
+		{ "an empty map with levels", 72, 8, 0, 0 },
+		{ "fewer extents than root records", 72, 8, 29, 0 },
+		{ "as many extents as root records", 72, 8, 30, 1 },
+		{ "more extents than blocks", 72, 8, 100001, 0 },
+		{ "an extent a block", 72, 8, 100000, 1 },
+		{ "nr_map_extents max", 72, 8, UINT64_MAX, 0 },
+		{ "an extent as a map record", 96, 1, ZA_CKPT_REC_DATA, 0 },
+		{ "a journal extent as a map record", 96 + 40 * 29, 1,
+		  ZA_CKPT_REC_JOURNAL, 0 },
+		{ "an unmap as a map record", 96 + 40 * 29, 1,
+		  ZA_CKPT_REC_UNMAP, 0 },
+		{ "a page record among unmaps", 96 + 40 * 30, 1,
+		  ZA_CKPT_REC_PAGE, 0 },
+		{ "a page record at no block", 96 + 32, 8, UINT64_MAX, 0 },
+		{ "a page record at the last block but one", 96 + 32, 8,
+		  UINT64_MAX - 1, 1 },
+		{ "page records going backwards", 96 + 40 + 8, 8, 0, 0 },
+		{ "as version 2", 8, 4, 2, 0 },
+		{ "as version 1", 8, 4, 1, 0 },
+	};
+
+	rng = 800;
+	r = make_v3_recs(&v);
+	b = encode_v3(&v, r, 13, &parts);
+	ck_assert_uint_eq(parts, 1);
+	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got), 0);
+	memcpy(saved, b, BLK);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		poke(b, cases[i].off, cases[i].len, cases[i].val);
+		ck_assert_msg(za_ckpt_block_decode(b, BLK, &h, got) ==
+				      (cases[i].ok ? 0 : -EBADMSG),
+			      "%s: %s", cases[i].what,
+			      cases[i].ok ? "refused" : "accepted");
+		memcpy(b, saved, BLK);
+	}
+	/* Version 3's reserved header bytes, 81 to 95. */
+	for (off = 81; off < 96; off++) {
+		b[off] = 0x20;
+		fix_crc(b);
+		ck_assert_msg(za_ckpt_block_decode(b, BLK, &h, got) == -EBADMSG,
+			      "byte %u is reserved but was accepted", off);
+		memcpy(b, saved, BLK);
+	}
+	free(b);
+	free(r);
+}
+END_TEST
+
+/*
+ * The encoder and the writer: page records are map records in version 3
+ * only, extents in versions 1 and 2 only; the map totals' rules; version
+ * 3 with an engine table only.
+ */
+START_TEST(test_v3_writer_and_encoder)
+{
+	struct za_ckpt_rec page = { .type = ZA_CKPT_REC_PAGE,
+				    .lba = 10,
+				    .nr_blocks = 5,
+				    .group = 1,
+				    .pos = UINT64_MAX - 1 };
+	struct za_ckpt_rec ext = page, unmap = { .type = ZA_CKPT_REC_UNMAP,
+						 .lba = 0,
+						 .nr_blocks = 100,
+						 .group = 2 };
+	struct za_ckpt_hdr h = { .version = 3,
+				 .id = 1,
+				 .size_blocks = 100,
+				 .nr_extents = 1,
+				 .nr_parts = 1,
+				 .nr_recs = 1,
+				 .nr_table_parts = 1,
+				 .nr_map_extents = 5,
+				 .map_levels = 1 },
+			   x;
+	struct za_ckpt_writer w;
+	uint8_t blk[BLK];
+
+	ext.type = ZA_CKPT_REC_DATA;
+	ext.pos = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&h, &page, blk), 0);
+	ck_assert_int_eq(za_ckpt_block_encode(&h, &ext, blk), -EINVAL);
+	/* Versions 1 and 2: extents, no page record, no map totals. */
+	x = h;
+	x.version = 0;
+	x.nr_map_extents = 0;
+	x.map_levels = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &ext, blk), 0);
+	ck_assert_uint_eq(za_get_le32(blk + 8), 2);
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.nr_table_parts = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &ext, blk), 0);
+	ck_assert_uint_eq(za_get_le32(blk + 8), 1);
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.nr_map_extents = 5;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &ext, blk), -EINVAL);
+	x.nr_map_extents = 0;
+	x.map_levels = 1;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &ext, blk), -EINVAL);
+	/* Asking for version 2 or 1 is the rule of table parts. */
+	x = h;
+	x.version = 2;
+	x.nr_table_parts = 0;
+	x.nr_map_extents = 0;
+	x.map_levels = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &ext, blk), 0);
+	ck_assert_uint_eq(za_get_le32(blk + 8), 1);
+	/* Version 3 without an engine table. */
+	x = h;
+	x.nr_table_parts = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	/* The map's totals. */
+	x = h;
+	x.map_levels = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.map_levels = ZA_MPAGE_MAX_LEVEL + 1;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.map_levels = ZA_MPAGE_MAX_LEVEL;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), 0);
+	x.nr_map_extents = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.nr_map_extents = 101;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), -EINVAL);
+	x.nr_map_extents = 100;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), 0);
+	/* An empty map: no root record, no level; unmaps are fine. */
+	x = h;
+	x.nr_extents = 0;
+	x.nr_recs = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, NULL, blk), -EINVAL);
+	x.nr_map_extents = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, NULL, blk), -EINVAL);
+	x.map_levels = 0;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, NULL, blk), 0);
+	x.nr_unmaps = 1;
+	x.nr_recs = 1;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &unmap, blk), 0);
+	x.nr_map_extents = 1; /* a map of one extent with no page */
+	x.map_levels = 1;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &unmap, blk), -EINVAL);
+	/* As few extents as root records: each page holds one. */
+	x = h;
+	x.nr_map_extents = 1;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, &page, blk), 0);
+
+	/* The writer: version 3 takes page records, not extents... */
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 1, 1, 100, 1, 1, blk), 0);
+	w.h.version = 3;
+	w.h.nr_table_parts = 1;
+	w.h.nr_map_extents = 5;
+	w.h.map_levels = 1;
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &page), 0);
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &unmap), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), 0);
+	ck_assert_uint_eq(za_get_le32(blk + 8), 3);
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 1, 1, 100, 1, 1, blk), 0);
+	w.h.version = 3;
+	w.h.nr_table_parts = 1;
+	w.h.nr_map_extents = 5;
+	w.h.map_levels = 1;
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &ext), 0);
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &unmap), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), -EINVAL);
+	/* ...versions 2 and 1 extents, not page records. */
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 1, 1, 100, 1, 0, blk), 0);
+	w.h.nr_table_parts = 1;
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &page), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), -EINVAL);
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 1, 1, 100, 1, 0, blk), 0);
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &page), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), -EINVAL);
+	/* Map totals without version 3. */
+	ck_assert_int_eq(za_ckpt_writer_init(&w, 1, 1, 100, 1, 0, blk), 0);
+	w.h.nr_table_parts = 1;
+	w.h.nr_map_extents = 5;
+	w.h.map_levels = 1;
+	ck_assert_int_eq(za_ckpt_writer_add(&w, &ext), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), -EINVAL);
+	/* Version 3 with a full part: the add that fills it refuses. */
+	{
+		struct za_ckpt_rec *many = calloc(100, sizeof(*many));
+		uint8_t *two = malloc(2 * BLK);
+		unsigned i;
+
+		ck_assert_ptr_nonnull(many);
+		ck_assert_ptr_nonnull(two);
+		ck_assert_int_eq(
+			za_ckpt_writer_init(&w, 1, 1, 1000, 101, 0, two), 0);
+		w.h.version = 3;
+		w.h.nr_table_parts = 1;
+		w.h.nr_map_extents = 500;
+		w.h.map_levels = 2;
+		for (i = 0; i < 100; i++) {
+			many[i] = page;
+			many[i].lba = 5 * i;
+			if (i == 50)
+				many[i].type = ZA_CKPT_REC_JOURNAL;
+			ck_assert_int_eq(za_ckpt_writer_add(&w, &many[i]),
+					 i < 99 ? 0 : -EINVAL);
+		}
+		ck_assert_int_eq(za_ckpt_writer_finish(&w), -EINVAL);
+		free(many);
+		free(two);
+	}
+}
+END_TEST
+
+/*
+ * The reader: parts of one version 3 checkpoint that disagree on its
+ * version or its map's totals, or whose page records go backwards across
+ * parts, each part valid alone.
+ */
+START_TEST(test_v3_reader_refuses_mixtures)
+{
+	const struct v3_shape v = { { "x", 150, 20, 1u << 20, 0 }, 4000, 2 };
+	const struct v3_shape u = { { "unmaps", 0, 150, 1u << 16, 0 }, 0, 0 };
+	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h0, h1, x;
+	uint8_t *blocks, blk[BLK];
+	uint32_t parts;
+	unsigned i;
+
+	rng = 900;
+	r = make_v3_recs(&v);
+	blocks = encode_v3(&v, r, 14, &parts);
+	ck_assert_uint_eq(parts, 2);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h0, got), 0);
+	for (i = 0; i < 3; i++) {
+		za_ckpt_reader_init(&rd);
+		ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h0, got),
+				 0);
+		ck_assert_int_eq(za_ckpt_reader_add(&rd, &h0, got), 0);
+		ck_assert_int_eq(
+			za_ckpt_block_decode(blocks + BLK, BLK, &h1, got), 0);
+		x = h1;
+		if (i == 0)
+			x.nr_map_extents++;
+		else if (i == 1)
+			x.map_levels++;
+		/* Each part still valid alone: encoded again. */
+		ck_assert_int_eq(za_ckpt_block_encode(&x, got, blk), 0);
+		ck_assert_int_eq(za_ckpt_block_decode(blk, BLK, &x, got), 0);
+		ck_assert_int_eq(za_ckpt_reader_add(&rd, &x, got),
+				 i < 2 ? -EBADMSG : 0);
+	}
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+	free(blocks);
+	free(r);
+
+	/* The version alone: an empty map, unmaps in two parts, the second
+	 * written as version 2. */
+	rng = 901;
+	r = make_v3_recs(&u);
+	blocks = encode_v3(&u, r, 15, &parts);
+	ck_assert_uint_eq(parts, 2);
+	za_ckpt_reader_init(&rd);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks, BLK, &h0, got), 0);
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &h0, got), 0);
+	ck_assert_int_eq(za_ckpt_block_decode(blocks + BLK, BLK, &h1, got), 0);
+	x = h1;
+	x.version = 2;
+	ck_assert_int_eq(za_ckpt_block_encode(&x, got, blk), 0);
+	ck_assert_int_eq(za_ckpt_block_decode(blk, BLK, &x, got), 0);
+	ck_assert_uint_eq(x.version, 2);
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &x, got), -EBADMSG);
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &h1, got), 0);
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+	free(blocks);
+	free(r);
+
+	/* Page records going backwards across parts. */
+	check_backwards((struct za_ckpt_hdr){ .version = 3,
+					      .nr_table_parts = 1,
+					      .nr_map_extents = 900,
+					      .map_levels = 3 },
+			ZA_CKPT_REC_PAGE);
+}
+END_TEST
+
 START_TEST(test_truncated_and_garbage)
 {
 	const struct shape s = { "x", 30, 3, 5000, 0 };
@@ -398,22 +914,12 @@ START_TEST(test_truncated_and_garbage)
 }
 END_TEST
 
-static void add_part(struct za_ckpt_reader *rd, const uint8_t *blk, int want)
-{
-	struct za_ckpt_rec got[ZA_CKPT_RECS_PER_BLOCK];
-	struct za_ckpt_hdr h;
-
-	ck_assert_int_eq(za_ckpt_block_decode(blk, BLK, &h, got), 0);
-	ck_assert_int_eq(za_ckpt_reader_add(rd, &h, got), want);
-}
-
 START_TEST(test_reader_refuses_mixtures)
 {
 	const struct shape s = { "x", 250, 20, 1u << 20, 0 };
 	struct za_ckpt_rec *r, *r2;
 	struct za_ckpt_reader rd;
-	struct za_ckpt_hdr h;
-	uint8_t *a, *b, blk[BLK];
+	uint8_t *a, *b;
 	uint32_t parts, parts2;
 
 	rng = 500;
@@ -445,37 +951,7 @@ START_TEST(test_reader_refuses_mixtures)
 	ck_assert_int_eq(za_ckpt_reader_done(&rd), -EBADMSG);
 
 	/* Extents going backwards across parts: each part valid alone. */
-	{
-		struct za_ckpt_rec one[ZA_CKPT_RECS_PER_BLOCK] = { { 0 } };
-		unsigned i;
-
-		h = (struct za_ckpt_hdr){ .id = 1,
-					  .seq = 2,
-					  .size_blocks = 1000,
-					  .nr_extents = 101,
-					  .nr_parts = 2,
-					  .nr_recs = 100 };
-		for (i = 0; i < 100; i++)
-			one[i] = (struct za_ckpt_rec){ .type = 1,
-						       .lba = 5 * i,
-						       .nr_blocks = 5,
-						       .group = 1 };
-		za_ckpt_reader_init(&rd);
-		ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
-		add_part(&rd, blk, 0);
-		h.part = 1;
-		h.nr_recs = 1;
-		one[0].lba = 499; /* part 0 ended at 500 */
-		ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
-		add_part(&rd, blk, -EBADMSG);
-		one[0].lba = 500; /* adjacent is fine */
-		ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), 0);
-		add_part(&rd, blk, 0);
-		ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
-		/* The encoder refuses what the decoder would. */
-		h.nr_recs = 2;
-		ck_assert_int_eq(za_ckpt_block_encode(&h, one, blk), -EINVAL);
-	}
+	check_backwards((struct za_ckpt_hdr){ 0 }, ZA_CKPT_REC_DATA);
 	free(a);
 	free(b);
 	free(r);
@@ -539,6 +1015,11 @@ int main(void)
 	tcase_add_loop_test(tc, test_every_bit_flip_rejected, 0, NR_SHAPES);
 	tcase_add_test(tc, test_fields_checked_behind_crc);
 	tcase_add_test(tc, test_table_parts);
+	tcase_add_loop_test(tc, test_v3_round_trip, 0, NR_V3_SHAPES);
+	tcase_add_test(tc, test_v3_every_bit_flip_rejected);
+	tcase_add_test(tc, test_v3_fields_checked_behind_crc);
+	tcase_add_test(tc, test_v3_writer_and_encoder);
+	tcase_add_test(tc, test_v3_reader_refuses_mixtures);
 	tcase_add_test(tc, test_truncated_and_garbage);
 	tcase_add_test(tc, test_reader_refuses_mixtures);
 	tcase_add_test(tc, test_writer_refuses_bad_input);
