@@ -15,6 +15,9 @@
  * (no checkpoint), after a checkpoint at a clean stop, and after a
  * checkpoint followed by 10% more writes, each over the same drives
  * (the median of three recoveries each).
+ *
+ * --checkpoints MAX instead measures S4, a checkpoint's cost against the
+ * map's size (bench_checkpoints()).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,6 +47,8 @@ struct bench {
 };
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
+/* The volume's checkpoint interval (0: its default). */
+static uint64_t open_ckpt_interval;
 
 static uint64_t rnd(void)
 {
@@ -108,6 +113,7 @@ static int bench_open(struct bench *b, const char *dir, uint64_t drive_bytes,
 		return -EINVAL;
 	vp.eng = b->e;
 	vp.size_bytes = za_volume_default_size(b->e);
+	vp.ckpt_interval_bytes = open_ckpt_interval;
 	b->prm = prm;
 	b->states = states;
 	if (!vp.size_bytes)
@@ -223,6 +229,85 @@ static int bench_recovery(struct bench *b, uint64_t fill_gib, uint64_t syncs,
 	return 0;
 }
 
+static void fill_rand(uint8_t *buf, size_t len);
+
+/*
+ * S4 (--checkpoints MAX): a checkpoint's cost against the map's size. The
+ * map grows to 1 k, 16 k, 256 k ... MAX extents (single 4 KiB writes at
+ * even LBAs: one extent each) with a checkpoint at each size; then
+ * @dirty of those blocks are written again at random and one more
+ * checkpoint taken, alone on the drives: how long it held writes (its
+ * quiet point's flush included), its snapshot's part of that, the map
+ * pages it wrote and its device bytes. With incremental checkpoints
+ * these follow @dirty, not the map; a whole-map checkpoint would write
+ * 40 B per extent (whole_map_bytes, computed, for reference).
+ */
+static int bench_checkpoints(struct bench *b, uint64_t max_ext, uint64_t dirty,
+			     uint8_t *buf)
+{
+	uint64_t vb = za_volume_size(b->v) / 4096, have = 0, target, i;
+	const char *sep = "";
+
+	if (2 * max_ext > vb * 8 / 10) {
+		fprintf(stderr, "%llu extents do not fit the volume\n",
+			(unsigned long long)max_ext);
+		return 1;
+	}
+	printf("[");
+	for (target = 1000;; target *= 16) {
+		struct za_volume_stats st;
+		uint64_t d0, d1;
+
+		if (target > max_ext)
+			target = max_ext;
+		fprintf(stderr, "map of %llu extents\n",
+			(unsigned long long)target);
+		for (; have < target; have++) {
+			fill_rand(buf, 4096);
+			if (za_volume_write_sync(b->v, 2 * have * 4096, 4096,
+						 buf, false))
+				return 1;
+		}
+		if (za_volume_flush_sync(b->v) ||
+		    za_volume_checkpoint_sync(b->v))
+			return 1;
+		for (i = 0; i < dirty; i++) {
+			fill_rand(buf, 4096);
+			if (za_volume_write_sync(b->v,
+						 2 * (rnd() % have) * 4096,
+						 4096, buf, false))
+				return 1;
+		}
+		if (za_volume_flush_sync(b->v))
+			return 1;
+		d0 = dev_bytes(b);
+		if (za_volume_checkpoint_sync(b->v))
+			return 1;
+		d1 = dev_bytes(b);
+		za_volume_get_stats(b->v, &st);
+		printf("%s\n {\"extents\":%llu,\"dirty_blocks\":%llu,"
+		       "\"hold_ms\":%.3f,\"snapshot_ms\":%.3f,"
+		       "\"pages_written\":%llu,\"pages\":%llu,"
+		       "\"parts\":%llu,\"device_bytes\":%llu,"
+		       "\"whole_map_bytes\":%llu}",
+		       sep, (unsigned long long)st.map_extents,
+		       (unsigned long long)dirty, st.checkpoint_hold_ns / 1e6,
+		       st.checkpoint_snapshot_ns / 1e6,
+		       (unsigned long long)st.checkpoint_pages_written,
+		       (unsigned long long)st.checkpoint_pages,
+		       (unsigned long long)st.checkpoint_blocks,
+		       (unsigned long long)(d1 - d0),
+		       (unsigned long long)((st.map_extents * 40 + 3999) /
+					    4000 * 4096 * (b->p + 1)));
+		fflush(stdout);
+		sep = ",";
+		if (target == max_ext)
+			break;
+	}
+	printf("\n]\n");
+	return 0;
+}
+
 static void bench_close(struct bench *b)
 {
 	unsigned i;
@@ -304,12 +389,15 @@ int main(int argc, char **argv)
 		{ "sync-ops", required_argument, NULL, 's' },
 		{ "overwrite", required_argument, NULL, 'o' },
 		{ "recovery", required_argument, NULL, 'R' },
+		{ "checkpoints", required_argument, NULL, 'C' },
+		{ "dirty", required_argument, NULL, 'y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b = { .n = 12, .k = 10, .p = 2 };
 	const char *dir = "/dev/shm";
 	uint64_t drive_mib = 1024, zone_mib = 64, sync_ops = 2000, rec_gib = 0;
+	uint64_t ckpt_ext = 0, dirty = 1000;
 	double overwrite = 1.0;
 	struct za_volume_stats st;
 	uint64_t vb, lba, d0, u0, fill_blocks, user, dev;
@@ -347,11 +435,21 @@ int main(int argc, char **argv)
 		case 'R':
 			rec_gib = strtoull(optarg, NULL, 10);
 			break;
+		case 'C':
+			ckpt_ext = strtoull(optarg, NULL, 10);
+			/* Only the checkpoints it asks for. */
+			open_ckpt_interval = UINT64_MAX;
+			break;
+		case 'y':
+			dirty = strtoull(optarg, NULL, 10);
+			break;
 		case 'h':
 			printf("usage: za-volume-bench [--drives N] [-k K] [-p P] "
 			       "[--drive-mib M] [--zone-mib M] [--dir DIR]\n"
 			       "         [--sync-ops N] [--overwrite X] "
-			       "[--recovery GIB]\n");
+			       "[--recovery GIB]\n"
+			       "         [--checkpoints MAX_EXTENTS [--dirty "
+			       "BLOCKS]]\n");
 			return 0;
 		default:
 			return 2;
@@ -365,6 +463,12 @@ int main(int argc, char **argv)
 	if (bench_open(&b, dir, drive_mib << 20, zone_mib << 20)) {
 		fprintf(stderr, "cannot set up the drives in %s\n", dir);
 		return 1;
+	}
+	if (ckpt_ext) {
+		c = bench_checkpoints(&b, ckpt_ext, dirty, buf);
+		bench_close(&b);
+		free(buf);
+		return c;
 	}
 	if (rec_gib) {
 		c = bench_recovery(&b, rec_gib, sync_ops, buf);

@@ -267,7 +267,8 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"seq\":%llu,\"table_segments\":%llu,"
 		"\"table_mismatches\":%llu,\"quarantined_zones\":%llu,"
 		"\"quarantine_breaks\":%llu,\"anchored\":%s,"
-		"\"anchor_mismatches\":%llu},"
+		"\"anchor_mismatches\":%llu,\"pages\":%llu,"
+		"\"pages_written\":%llu,\"pages_cleaned\":%llu},"
 		"\"recovered_stripes\":%llu,\"recovery\":{\"table\":%s,"
 		"\"zones\":%llu,\"headers\":%llu,\"table_segments\":%llu}}",
 		(unsigned long long)v->live_bytes,
@@ -302,6 +303,15 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		v->has_anchored && v->anchored ? "true" : "false",
 		(unsigned long long)(v->has_anchor_mismatches ?
 					     v->anchor_mismatches :
+					     0),
+		(unsigned long long)(v->has_checkpoint_pages ?
+					     v->checkpoint_pages :
+					     0),
+		(unsigned long long)(v->has_checkpoint_pages_written ?
+					     v->checkpoint_pages_written :
+					     0),
+		(unsigned long long)(v->has_checkpoint_pages_cleaned ?
+					     v->checkpoint_pages_cleaned :
 					     0),
 		(unsigned long long)v->recovered_stripes,
 		v->has_recovery_table && v->recovery_table ? "true" : "false",

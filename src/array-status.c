@@ -58,6 +58,9 @@ static void volume_status(const struct za_volume *v,
 	o->recovery_zones = vs.recovery_zones;
 	o->recovery_headers = vs.recovery_hdr_reads;
 	o->recovery_table_segments = vs.recovery_table_segs;
+	o->checkpoint_pages = vs.checkpoint_pages;
+	o->checkpoint_pages_written = vs.checkpoint_pages_written;
+	o->checkpoint_pages_cleaned = vs.checkpoint_pages_cleaned;
 }
 
 /* What every kind of job shows, from the job core's progress. */

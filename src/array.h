@@ -143,6 +143,10 @@ struct za_array_volume_status {
 	/* The assembly's recovery (za_volume_stats.recovery_*). */
 	bool recovery_table;
 	uint64_t recovery_zones, recovery_headers, recovery_table_segments;
+	/* Map pages on the drives; written by the last checkpoint; written
+	 * again to clean the checkpoint stream (za_volume_stats). */
+	uint64_t checkpoint_pages, checkpoint_pages_written;
+	uint64_t checkpoint_pages_cleaned;
 };
 
 struct za_array_job_status {

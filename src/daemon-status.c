@@ -181,6 +181,11 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->recovery_zones = s->recovery_zones;
 	m->recovery_headers = s->recovery_headers;
 	m->recovery_table_segments = s->recovery_table_segments;
+	m->has_checkpoint_pages = m->has_checkpoint_pages_written = true;
+	m->has_checkpoint_pages_cleaned = true;
+	m->checkpoint_pages = s->checkpoint_pages;
+	m->checkpoint_pages_written = s->checkpoint_pages_written;
+	m->checkpoint_pages_cleaned = s->checkpoint_pages_cleaned;
 	return m;
 }
 

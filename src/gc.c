@@ -88,7 +88,8 @@ static int live_bucket(const struct za_volume *v, const struct live *l)
 {
 	double u;
 
-	if (l->stuck || l->kind == LK_UNKNOWN || l->kind == LK_OTHER)
+	if (l->stuck || l->releasing || l->kind == LK_UNKNOWN ||
+	    l->kind == LK_OTHER)
 		return -1;
 	/* Superseded (or torn) checkpoints only: the live one, and the one
 	 * being written, count their parts. */
@@ -240,6 +241,76 @@ static void live_forget(struct za_volume *v, uint64_t group)
 		if ((*lp)->group == group) {
 			vol_live_drop(v, lp);
 			return;
+		}
+}
+
+/*
+ * Groups of the checkpoint stream with nothing live are given back at
+ * once, not when GC comes to them as victims: they hold nothing to move
+ * (a part or page is garbage only once the checkpoint that superseded it
+ * is live), GC runs only short of space, and recovery reads that stream
+ * whole (design.md 9.6), so garbage left there would cost every assembly
+ * in proportion to the checkpoints ever written (S1).
+ */
+struct ckpt_rel {
+	struct za_volume *v;
+	uint64_t group;
+};
+
+static void ckpt_group_released(void *priv, int result)
+{
+	struct ckpt_rel *r = priv;
+	struct za_volume *v = r->v;
+	struct live *l;
+
+	v->gc.ckpt_releases--;
+	if (!result) {
+		live_forget(v, r->group);
+		v->st.gc_freed_groups++;
+	} else {
+		za_log_warn("gc: checkpoint group %llu: %s; it is kept",
+			    (unsigned long long)r->group, strerror(-result));
+		l = vol_live_get(v, r->group, false);
+		if (l) {
+			l->releasing = false;
+			live_stick(v, l);
+		}
+	}
+	free(r);
+	/* Zones came back: what waited for them may go. */
+	vol_gc_kick(v);
+	vol_resume_stalled(v);
+}
+
+void vol_gc_release_ckpt_garbage(struct za_volume *v)
+{
+	struct za_group_info *gi = v->lt.gi;
+	struct ckpt_rel *r;
+	struct live *l;
+	size_t i;
+
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next) {
+			if (l->kind != LK_CKPT || l->blocks || l->releasing ||
+			    l->stuck ||
+			    (v->gc.active && v->gc.victim == l->group))
+				continue;
+			if (za_engine_group_info(v->eng, l->group, gi) ||
+			    gi->taking || gi->busy)
+				continue;
+			r = malloc(sizeof(*r));
+			if (!r)
+				return; /* GC takes it later */
+			r->v = v;
+			r->group = l->group;
+			if (za_engine_group_release(v->eng, l->group,
+						    ckpt_group_released, r)) {
+				free(r);
+				continue;
+			}
+			l->releasing = true;
+			vol_live_index(v, l);
+			v->gc.ckpt_releases++;
 		}
 }
 

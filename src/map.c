@@ -949,6 +949,30 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 	return 0;
 }
 
+void za_map_snapshot_whole(struct za_map *m, struct za_map_snap *s)
+{
+	struct leaf *lf;
+	struct dnode *dn;
+
+	memset(s, 0, sizeof(*s));
+	for (lf = m->head; lf; lf = lf->next) {
+		supersede(&s->superseded, lf->pg);
+		lf->pg = NULL;
+		touch(m, lf);
+	}
+	for (dn = m->dhead; dn; dn = dn->next) {
+		supersede(&s->superseded, dn->pg);
+		dn->pg = NULL;
+		dn_touch(m, dn);
+	}
+	while (m->superseded) {
+		struct za_map_page *pg = m->superseded;
+
+		m->superseded = pg->next;
+		supersede(&s->superseded, pg);
+	}
+}
+
 /* The node whose page @pg is, if it still is, is to be written again. */
 static void pg_touch(struct za_map *m, struct za_map_page *pg)
 {

@@ -152,6 +152,13 @@ void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d);
 int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 		    void *priv, struct za_map_snap *s);
 /*
+ * A snapshot for a checkpoint that holds the map whole instead (every
+ * extent in its own parts): no page is handed out, every page of the tree
+ * is superseded by it, and every node is dirty (written as a page again by
+ * the next snapshot that hands pages out). Cannot fail.
+ */
+void za_map_snapshot_whole(struct za_map *m, struct za_map_snap *s);
+/*
  * The snapshot @s is live (@live: its pages and root durable and in
  * use): every page it superseded goes to @drop, then is freed. Or it
  * failed: the nodes whose pages it made are dirty again, and what it

@@ -26,6 +26,7 @@
 #include "journal.h"
 #include "log.h"
 #include "map.h"
+#include "mpage.h"
 #include "volume-int.h"
 
 /* ---- checkpoints ---- */
@@ -120,6 +121,60 @@ static void ckpt_drop_parts(struct za_volume *v, const uint64_t *groups,
 static void ckpt_end_finish(struct za_volume *v, int err);
 static void anchor_send(struct za_volume *v);
 
+/* A map page counted live in its group, or no more. */
+static void page_count(struct za_volume *v, struct za_map_page *pg, int d)
+{
+	struct live *l = vol_live_get(v, pg->group, d > 0);
+
+	pg->counted = d > 0;
+	v->ck.pages_live += (uint64_t)(int64_t)d;
+	if (l)
+		vol_live_add(v, l, d);
+}
+
+/* A page no live checkpoint names any more. */
+static void page_drop(void *priv, struct za_map_page *pg)
+{
+	if (pg->counted)
+		page_count(priv, pg, -1);
+}
+
+/*
+ * The map pages of the checkpoint being written are done with: it is
+ * live (@live: the pages it superseded are garbage now) or it failed
+ * (the pages it wrote are, and the map writes their nodes again next
+ * time).
+ */
+static void ckpt_pages_end(struct za_volume *v, bool live)
+{
+	struct ckpt *c = &v->ck;
+	uint32_t i;
+
+	if (c->snapped) {
+		if (!live)
+			for (i = 0; i < c->snap.nr_fresh; i++)
+				if (c->snap.fresh[i]->counted)
+					page_count(v, c->snap.fresh[i], -1);
+		za_map_snap_end(v->map, &c->snap, live, page_drop, v);
+		c->snapped = false;
+	}
+	for (i = 0; c->pages && i < c->nr_pages; i++)
+		free(c->pages[i].c);
+	free(c->pages);
+	c->pages = NULL;
+	free(c->pblocks);
+	c->pblocks = NULL;
+	free(c->root);
+	c->root = NULL;
+	free(c->unmaps);
+	c->unmaps = NULL;
+	free(c->tblocks);
+	c->tblocks = NULL;
+	c->nr_pages = c->nr_leaves = c->next_page = c->done_pages = 0;
+	c->cb_leaves = c->cb_dirs = c->nr_root = 0;
+	c->nr_unmaps = c->tparts = 0;
+}
+
 /* Free the quarantine now: out of room for the checkpoint that would. */
 static void ckpt_quarantine_break(struct za_volume *v)
 {
@@ -176,6 +231,7 @@ static void ckpt_end_finish(struct za_volume *v, int err)
 			    "one (sequence %llu) stays in use",
 			    strerror(-err), (unsigned long long)c->live_seq);
 	}
+	ckpt_pages_end(v, false);
 	free(c->blocks);
 	c->blocks = NULL;
 	free(c->part_group);
@@ -197,6 +253,7 @@ static void ckpt_live(struct za_volume *v)
 	struct ckpt *c = &v->ck;
 
 	ckpt_drop_parts(v, c->live_groups, c->live_nr);
+	ckpt_pages_end(v, true);
 	free(c->live_groups);
 	c->live_groups = c->part_group;
 	c->part_group = NULL;
@@ -209,6 +266,8 @@ static void ckpt_live(struct za_volume *v)
 	/* No recovery loads an older table now: zones released before this
 	 * one was taken leave quarantine. */
 	za_engine_table_live(v->eng, c->tab_snap);
+	/* What it superseded is garbage: give back the groups it empties. */
+	vol_gc_release_ckpt_garbage(v);
 	za_log_debug("volume: checkpoint %llu: sequence %llu, %u parts%s",
 		     (unsigned long long)c->id, (unsigned long long)c->seq,
 		     c->nr_parts, c->anchor ? ", anchored" : "");
@@ -323,6 +382,39 @@ void za_volume_anchored(struct za_volume *v)
 	ckpt_end_finish(v, c->revoke_err);
 }
 
+/*
+ * The anchor places the checkpoint's parts and the map pages it wrote:
+ * recovery reads those segments first, and may find older pages only
+ * through the engine table (whose segments as of S hold them), so a page
+ * written after S in a segment opened after S must be anchored too.
+ */
+static void ckpt_anchor_place(const struct za_volume *v, struct za_anchor *a)
+{
+	const struct ckpt *c = &v->ck;
+	uint32_t n = c->done_parts + c->nr_pages, i;
+	uint64_t *g = malloc(((size_t)n + 1) * sizeof(*g));
+	uint64_t *p = malloc(((size_t)n + 1) * sizeof(*p));
+
+	if (!g || !p) {
+		/* Unplaced: recovery reads every zone. */
+		free(g);
+		free(p);
+		a->nr_segs = 0;
+		return;
+	}
+	for (i = 0; i < c->done_parts; i++) {
+		g[i] = c->part_group[i];
+		p[i] = c->part_pos[i];
+	}
+	for (i = 0; i < c->nr_pages; i++) {
+		g[c->done_parts + i] = c->pages[i].pg->group;
+		p[c->done_parts + i] = c->pages[i].pg->pos;
+	}
+	anchor_place(v, a, g, p, n);
+	free(g);
+	free(p);
+}
+
 static void ckpt_flushed(struct za_engine_flush *f, int result)
 {
 	struct za_volume *v = f->priv;
@@ -348,10 +440,12 @@ static void ckpt_flushed(struct za_engine_flush *f, int result)
 	a->ckpt_id = c->id;
 	a->seq = c->seq;
 	a->nr_parts = c->nr_parts;
-	anchor_place(v, a, c->part_group, c->part_pos, c->done_parts);
+	ckpt_anchor_place(v, a);
 	c->state = CK_ANCHOR;
 	anchor_send(v);
 }
+
+static int ckpt_parts_encode(struct za_volume *v);
 
 static void ckpt_part_done(struct za_stripe_w *s, int result)
 {
@@ -390,42 +484,205 @@ static void ckpt_part_done(struct za_stripe_w *s, int result)
 	za_engine_flush(v->eng, &c->ef);
 }
 
+/* A directory page, now that its children have their places. */
+static void dir_encode(const struct ck_page *cp, uint64_t ckpt_id, uint8_t *blk)
+{
+	struct za_ckpt_rec recs[ZA_MAP_DIR_CAP];
+	struct za_mpage_hdr h = { .ckpt_id = ckpt_id,
+				  .lo = cp->lo,
+				  .hi = cp->hi,
+				  .level = 1,
+				  .nr_recs = cp->n };
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < cp->n; i++) {
+		/* Every child was written before: in this checkpoint's
+		 * leaves, or an earlier one's, still live. */
+		assert(cp->c[i].pg->counted);
+		recs[i] = (struct za_ckpt_rec){ .type = ZA_CKPT_REC_PAGE,
+						.lba = cp->c[i].lo,
+						.nr_blocks = cp->c[i].hi -
+							     cp->c[i].lo,
+						.group = cp->c[i].pg->group,
+						.pos = cp->c[i].pg->pos };
+	}
+	ret = za_mpage_encode(&h, recs, blk);
+	/* Made from the map's own leaves: always in range. */
+	assert(!ret);
+	(void)ret;
+}
+
 /*
- * Below the floor with GC moving a victim, no new part is sent: a part may
- * need a new segment of the checkpoint stream (p+1 zones), and those could
- * be the zones the victim's live data needs - GC's stripes then failed
- * with -ENOSPC and every later flush with them (test_ckpt_below_floor,
- * small zones: a checkpoint of 6 parts opened a segment with one segment's
- * worth of zones free). gc_finish() sends the rest.
+ * Every page of the current phase is written: go on to the next. The
+ * directory pages are encoded now, their children placed; the parts
+ * (the root) once the directory pages are. 0, or -errno.
+ */
+static int ckpt_phase_next(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	uint32_t i;
+
+	if (c->phase == CKP_LEAVES && c->nr_pages > c->nr_leaves) {
+		c->phase = CKP_DIRS;
+		for (i = c->nr_leaves; i < c->nr_pages; i++)
+			dir_encode(&c->pages[i], c->id,
+				   c->pblocks + (size_t)i * ZA_MPAGE_BYTES);
+		return 0;
+	}
+	c->phase = CKP_PARTS;
+	return ckpt_parts_encode(v);
+}
+
+static void ckpt_page_done(struct za_stripe_w *s, int result)
+{
+	struct ck_page *cp = s->priv;
+	struct za_volume *v = cp->v;
+	struct ckpt *c = &v->ck;
+
+	c->inflight--;
+	if (!result) {
+		cp->pg->group = s->group_id;
+		cp->pg->pos = s->group_pos;
+		/* Counted from now, like a part. */
+		page_count(v, cp->pg, 1);
+		c->done_pages++;
+	} else if (!c->error) {
+		c->error = result;
+	}
+	za_engine_stripe_put(v->eng, s);
+	if (!result)
+		za_crash_point("checkpoint");
+	if (!c->error &&
+	    c->done_pages ==
+		    (c->phase == CKP_LEAVES ? c->nr_leaves : c->nr_pages))
+		c->error = ckpt_phase_next(v);
+	if (c->error) {
+		if (!c->inflight)
+			ckpt_end(v, c->error);
+		return;
+	}
+	vol_ckpt_pump(v);
+}
+
+/*
+ * Write what is ready, up to the window: the pages of the current phase,
+ * then the parts.
+ *
+ * Below the floor with GC moving a victim, nothing new is sent: a block
+ * may need a new segment of the checkpoint stream (p+1 zones), and those
+ * could be the zones the victim's live data needs - GC's stripes then
+ * failed with -ENOSPC and every later flush with them
+ * (test_ckpt_below_floor, small zones: a checkpoint of 6 parts opened a
+ * segment with one segment's worth of zones free). gc_finish() sends the
+ * rest.
  */
 void vol_ckpt_pump(struct za_volume *v)
 {
 	struct ckpt *c = &v->ck;
 
-	while (!c->error && c->next_part < c->nr_parts &&
-	       c->inflight < c->window && !vol_gc_goes_first(v)) {
-		struct za_stripe_w *s =
-			za_engine_stripe_get_stream(v->eng, c->stream);
+	if (c->state != CK_WRITE)
+		return;
+	while (!c->error && c->inflight < c->window && !vol_gc_goes_first(v)) {
+		struct za_stripe_w *s;
+		const uint8_t *blk;
+		uint32_t end;
 
+		end = c->phase == CKP_LEAVES ? c->nr_leaves : c->nr_pages;
+		if (c->phase != CKP_PARTS && c->next_page == end)
+			break; /* the rest waits for these */
+		if (c->phase == CKP_PARTS && c->next_part == c->nr_parts)
+			break;
+		s = za_engine_stripe_get_stream(v->eng, c->stream);
 		if (!s) {
 			c->error = -ENOMEM;
 			break;
 		}
-		memcpy(za_stripe_w_block(v->eng, s, 0),
-		       c->blocks + (size_t)c->next_part * ZA_CKPT_BLOCK_BYTES,
+		if (c->phase == CKP_PARTS) {
+			blk = c->blocks +
+			      (size_t)c->next_part++ * ZA_CKPT_BLOCK_BYTES;
+			s->done = ckpt_part_done;
+			s->priv = v;
+		} else {
+			blk = c->pblocks +
+			      (size_t)c->next_page * ZA_MPAGE_BYTES;
+			s->done = ckpt_page_done;
+			s->priv = &c->pages[c->next_page++];
+		}
+		memcpy(za_stripe_w_block(v->eng, s, 0), blk,
 		       ZA_CKPT_BLOCK_BYTES);
 		s->lbas[0] = ZA_STRIPE_LBA_NONE;
 		s->nr_blocks = 1;
 		s->kind = ZA_STRIPE_META;
-		s->done = ckpt_part_done;
-		s->priv = v;
-		c->next_part++;
 		c->inflight++;
 		za_engine_write(v->eng, s);
 	}
 	if (c->error && !c->inflight)
 		ckpt_end(v, c->error);
 }
+
+/* ---- the snapshot: the map's pages as of the quiet point ---- */
+
+static void snap_leaf(void *priv, struct za_map_page *pg, uint64_t lo,
+		      uint64_t hi, const struct za_map_ext *e, uint32_t n)
+{
+	struct za_volume *v = priv;
+	struct ckpt *c = &v->ck;
+	struct za_ckpt_rec recs[ZA_MAP_LEAF_CAP];
+	uint32_t idx = c->cb_leaves++, i;
+	struct za_mpage_hdr h = {
+		.ckpt_id = c->id, .lo = lo, .hi = hi, .level = 0, .nr_recs = n
+	};
+	int ret;
+
+	assert(idx < c->nr_leaves && n <= ZA_MAP_LEAF_CAP);
+	c->pages[idx] =
+		(struct ck_page){ .v = v, .pg = pg, .lo = lo, .hi = hi };
+	for (i = 0; i < n; i++)
+		recs[i] = (struct za_ckpt_rec){
+			.type = e[i].loc.kind == ZA_MAP_DATA ?
+					ZA_CKPT_REC_DATA :
+					ZA_CKPT_REC_JOURNAL,
+			.lba = e[i].lba,
+			.nr_blocks = e[i].len,
+			.group = e[i].loc.group,
+			.pos = e[i].loc.pos,
+		};
+	ret = za_mpage_encode(&h, recs,
+			      c->pblocks + (size_t)idx * ZA_MPAGE_BYTES);
+	/* The map's own extents, inside the volume (whose size the
+	 * codec bounds): always in range. */
+	assert(!ret);
+	(void)ret;
+}
+
+static void snap_dir(void *priv, struct za_map_page *pg, uint64_t lo,
+		     uint64_t hi, const struct za_map_child *ch, uint32_t n)
+{
+	struct za_volume *v = priv;
+	struct ckpt *c = &v->ck;
+	uint32_t idx = c->nr_leaves + c->cb_dirs++;
+	struct ck_page *cp = &c->pages[idx];
+
+	assert(idx < c->nr_pages && cp->c);
+	cp->v = v;
+	cp->pg = pg;
+	cp->lo = lo;
+	cp->hi = hi;
+	cp->n = n;
+	/* Room made before the snapshot (ckpt_snapshot()). */
+	memcpy(cp->c, ch, n * sizeof(*ch));
+}
+
+static void snap_root(void *priv, const struct za_map_child *ch)
+{
+	struct za_volume *v = priv;
+
+	v->ck.root[v->ck.nr_root++] = *ch;
+}
+
+static const struct za_map_snap_ops snap_ops = { snap_leaf, snap_dir,
+						 snap_root };
 
 static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
 			   const struct za_map_loc *loc)
@@ -445,21 +702,145 @@ static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
 	return za_ckpt_writer_add(priv, &r);
 }
 
+/* The parts: the root of the map's pages (or, whole, every extent) and
+ * the unmap records, then the engine table. 0, or -errno (logged). */
+static int ckpt_parts_encode(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	struct za_ckpt_writer *w;
+	uint32_t parts;
+	uint64_t i;
+	int ret;
+
+	parts = za_ckpt_nr_parts(c->whole ? c->map_extents : c->nr_root,
+				 c->nr_unmaps);
+	if (!parts)
+		return -EOVERFLOW;
+	w = malloc(sizeof(*w));
+	c->blocks = malloc(((size_t)parts + c->tparts) * ZA_CKPT_BLOCK_BYTES);
+	c->part_group =
+		calloc((size_t)parts + c->tparts, sizeof(*c->part_group));
+	c->part_pos = calloc((size_t)parts + c->tparts, sizeof(*c->part_pos));
+	if (!w || !c->blocks || !c->part_group || !c->part_pos) {
+		free(w);
+		return -ENOMEM;
+	}
+	memcpy(c->blocks + (size_t)parts * ZA_CKPT_BLOCK_BYTES, c->tblocks,
+	       (size_t)c->tparts * ZA_ETAB_BLOCK_BYTES);
+	ret = za_ckpt_writer_init(w, c->id, c->seq, v->size_blocks,
+				  c->whole ? c->map_extents : c->nr_root,
+				  c->nr_unmaps, c->blocks);
+	w->h.nr_table_parts = c->tparts;
+	if (c->whole) {
+		/* At the quiet point still: the map as of S. */
+		if (!ret)
+			ret = za_map_walk(v->map, 0, v->size_blocks,
+					  ckpt_add_extent, w);
+	} else {
+		w->h.version = 3;
+		w->h.nr_map_extents = c->map_extents;
+		w->h.map_levels = c->nr_root ? 2 : 0;
+	}
+	for (i = 0; !ret && !c->whole && i < c->nr_root; i++) {
+		struct za_ckpt_rec r = {
+			.type = ZA_CKPT_REC_PAGE,
+			.lba = c->root[i].lo,
+			.nr_blocks = c->root[i].hi - c->root[i].lo,
+			.group = c->root[i].pg->group,
+			.pos = c->root[i].pg->pos,
+		};
+
+		assert(c->root[i].pg->counted);
+		ret = za_ckpt_writer_add(w, &r);
+	}
+	for (i = 0; !ret && i < c->nr_unmaps; i++)
+		ret = za_ckpt_writer_add(w, &c->unmaps[i]);
+	if (!ret)
+		ret = za_ckpt_writer_finish(w);
+	free(w);
+	if (ret == -EBUSY)
+		return ret; /* a block still in a buffer: not quiet after all */
+	if (ret) {
+		za_log_err("volume: checkpoint %llu of sequence %llu: its root "
+			   "does not encode (%s)",
+			   (unsigned long long)c->id,
+			   (unsigned long long)c->seq, strerror(-ret));
+		return ret;
+	}
+	c->nr_parts = parts + c->tparts;
+	c->next_part = c->done_parts = 0;
+	return 0;
+}
+
+static bool page_in_group(void *priv, const struct za_map_page *pg)
+{
+	return pg->group == *(const uint64_t *)priv;
+}
+
 /*
- * Step 2: encode the map and the unmap lists as of now, the quiet point.
- * Returns 0 (parts ready), 1 (nothing written since the live checkpoint)
- * or -errno.
+ * Cleaning the checkpoint stream. A page stays where it was written
+ * until its node changes, so groups of the stream end up holding a few
+ * live pages among superseded ones, and GC takes a checkpoint group only
+ * once nothing in it is live (it cannot move a page: only a checkpoint
+ * writes one, with its parent). So when the stream's sealed groups hold
+ * more than twice what is live in them (plus two groups of slack), the
+ * one with the fewest live blocks has its pages written again by this
+ * checkpoint: once it is live, that group is garbage. Greedy, like a
+ * log-structured file system's cleaner: a group is rewritten only when
+ * at least half the stream is garbage, so on average at most one live
+ * page is copied per superseded one.
+ */
+static void ckpt_clean(struct za_volume *v)
+{
+	struct za_group_info *gi = v->lt.gi;
+	uint64_t live = 0, held = 0, biggest = 0, victim = 0, min = UINT64_MAX;
+	struct live *l;
+	uint32_t n;
+	size_t i;
+
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next) {
+			uint64_t cap;
+
+			if (l->kind != LK_CKPT || !l->blocks ||
+			    za_engine_group_info(v->eng, l->group, gi) ||
+			    gi->taking)
+				continue;
+			cap = (uint64_t)gi->nr_segs * gi->nr_stripes;
+			live += l->blocks;
+			held += cap;
+			if (cap > biggest)
+				biggest = cap;
+			if (l->blocks < min) {
+				min = l->blocks;
+				victim = l->group;
+			}
+		}
+	if (!victim || held <= 2 * live + 2 * biggest)
+		return;
+	n = za_map_redirty(v->map, page_in_group, &victim);
+	v->st.checkpoint_pages_cleaned += n;
+	za_log_debug("volume: checkpoint stream holds %llu blocks for %llu "
+		     "live: %u map pages of group %llu written again",
+		     (unsigned long long)held, (unsigned long long)live, n,
+		     (unsigned long long)victim);
+}
+
+/*
+ * Step 2: take what a checkpoint holds as of now, the quiet point: the
+ * map's pages that changed since the last one (encoded now, the leaves;
+ * the directory pages once their children are placed), the unmap lists
+ * and the engine table. Returns 0 (ready to write), 1 (nothing written
+ * since the live checkpoint) or -errno.
  */
 static int ckpt_snapshot(struct za_volume *v)
 {
 	struct ckpt *c = &v->ck;
 	struct za_engine_stats es;
-	struct za_ckpt_writer *w;
-	uint64_t extents, unmaps = 0, seq;
+	struct za_map_dirty dc;
+	uint64_t unmaps = 0, seq, n = 0;
 	struct live *l;
-	uint8_t *tblocks = NULL;
-	uint32_t parts, tparts = 0;
-	unsigned i, j;
+	uint32_t i, j;
 	int ret;
 
 	if (v->error)
@@ -475,83 +856,106 @@ static int ckpt_snapshot(struct za_volume *v)
 		return 1;
 	za_engine_get_stats(v->eng, &es);
 	seq = es.next_seq - 1;
-	/*
-	 * Every extent lies inside [0, size_blocks) (the volume only
-	 * grows), so the walk below presents each of them once: the map's
-	 * own count is the record count, without a walk of its own.
-	 */
-	extents = za_map_extents(v->map);
 	for (i = 0; i < v->lt.size; i++)
 		for (l = v->lt.h[i]; l; l = l->next) {
 			if (l->unmaps_lost)
 				return -ENOMEM;
 			unmaps += l->nr_unmaps;
 		}
-	parts = za_ckpt_nr_parts(extents, unmaps);
-	if (!parts)
+	/*
+	 * Short of space (a checkpoint to free zones in quarantine, or
+	 * below GC's floor), the map is written whole, as version 2: 100
+	 * extents per block against ~45 in a leaf page, and the pages the
+	 * stream holds all become garbage once it is live - with small
+	 * zones, the pages of the tree spread over the stream's groups took
+	 * the zones GC needed (test_gc_stop_ends_gc).
+	 */
+	c->whole = c->for_space || v->critical;
+	if (!c->whole)
+		ckpt_clean(v);
+	za_map_dirty_count(v->map, &dc);
+	if (c->whole)
+		dc.leaves = dc.dirs = dc.nodes = 0;
+	if (!za_ckpt_nr_parts(dc.nodes, unmaps))
 		return -EOVERFLOW;
-	/* The engine's table goes with it, after the map's parts. */
-	ret = za_engine_table_encode(v->eng, c->next_id, seq, &tblocks, &tparts,
-				     &c->tab_snap);
+	c->id = c->next_id;
+	c->seq = seq;
+	/* The engine's table goes with it, after the root's parts. */
+	ret = za_engine_table_encode(v->eng, c->id, seq, &c->tblocks,
+				     &c->tparts, &c->tab_snap);
 	if (ret) {
 		za_log_err("volume: checkpoint of sequence %llu: the engine "
 			   "table does not encode (%s)",
 			   (unsigned long long)seq, strerror(-ret));
-		return ret;
+		goto err;
 	}
-	if (tparts > ZA_CKPT_MAX_TABLE_PARTS) {
-		free(tblocks);
-		return -EOVERFLOW;
+	ret = -EOVERFLOW;
+	if (c->tparts > ZA_CKPT_MAX_TABLE_PARTS)
+		goto err;
+	ret = -ENOMEM;
+	c->nr_leaves = dc.leaves;
+	c->nr_pages = dc.leaves + dc.dirs;
+	c->pages = calloc((size_t)c->nr_pages + 1, sizeof(*c->pages));
+	c->pblocks = malloc(((size_t)c->nr_pages + 1) * ZA_MPAGE_BYTES);
+	c->root = malloc(((size_t)dc.nodes + 1) * sizeof(*c->root));
+	c->unmaps = malloc((unmaps + 1) * sizeof(*c->unmaps));
+	if (!c->pages || !c->pblocks || !c->root || !c->unmaps)
+		goto err;
+	for (i = c->nr_leaves; i < c->nr_pages; i++) {
+		c->pages[i].c = malloc(ZA_MAP_DIR_CAP * sizeof(*c->pages[i].c));
+		if (!c->pages[i].c)
+			goto err;
 	}
-	w = malloc(sizeof(*w));
-	c->blocks = malloc(((size_t)parts + tparts) * ZA_CKPT_BLOCK_BYTES);
-	c->part_group = calloc((size_t)parts + tparts, sizeof(*c->part_group));
-	c->part_pos = calloc((size_t)parts + tparts, sizeof(*c->part_pos));
-	if (!w || !c->blocks || !c->part_group || !c->part_pos) {
-		free(w);
-		free(tblocks);
-		return -ENOMEM;
-	}
-	memcpy(c->blocks + (size_t)parts * ZA_CKPT_BLOCK_BYTES, tblocks,
-	       (size_t)tparts * ZA_ETAB_BLOCK_BYTES);
-	free(tblocks);
-	ret = za_ckpt_writer_init(w, c->next_id, seq, v->size_blocks, extents,
-				  unmaps, c->blocks);
-	w->h.nr_table_parts = tparts;
-	if (!ret)
-		ret = za_map_walk(v->map, 0, v->size_blocks, ckpt_add_extent,
-				  w);
-	for (i = 0; !ret && i < v->lt.size; i++)
-		for (l = v->lt.h[i]; !ret && l; l = l->next)
-			for (j = 0; !ret && j < l->nr_unmaps; j++) {
-				struct za_ckpt_rec r = {
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
+			for (j = 0; j < l->nr_unmaps; j++)
+				c->unmaps[n++] = (struct za_ckpt_rec){
 					.type = ZA_CKPT_REC_UNMAP,
 					.lba = l->unmaps[j].lba,
 					.nr_blocks = l->unmaps[j].n,
 					.group = l->group,
 				};
-
-				ret = za_ckpt_writer_add(w, &r);
-			}
-	if (!ret)
-		ret = za_ckpt_writer_finish(w);
-	free(w);
-	if (ret == -EBUSY)
-		return ret; /* a block still in a buffer: not quiet after all */
-	if (ret) {
-		za_log_err("volume: checkpoint of sequence %llu: the map does "
-			   "not encode (%s)",
-			   (unsigned long long)seq, strerror(-ret));
-		return ret;
+	c->nr_unmaps = n;
+	c->map_extents = za_map_extents(v->map);
+	if (c->whole) {
+		ret = ckpt_parts_encode(v);
+		if (ret)
+			goto err;
+		za_map_snapshot_whole(v->map, &c->snap);
+		c->snapped = true;
+		c->phase = CKP_PARTS;
+		goto taken;
 	}
-	c->id = c->next_id++;
-	c->seq = seq;
+	ret = za_map_snapshot(v->map, &snap_ops, v, &c->snap);
+	if (ret == -EBUSY)
+		goto err; /* a block still in a buffer: not quiet after all */
+	if (ret) {
+		za_log_err("volume: checkpoint of sequence %llu: the map's "
+			   "pages are not taken (%s)",
+			   (unsigned long long)seq, strerror(-ret));
+		goto err;
+	}
+	assert(c->cb_leaves == c->nr_leaves &&
+	       c->nr_leaves + c->cb_dirs == c->nr_pages &&
+	       c->nr_root == dc.nodes);
+	c->snapped = true;
+	c->phase = CKP_LEAVES;
+taken:
+	c->next_id++;
 	c->snap_gen = c->gen;
-	c->nr_parts = parts + tparts;
-	c->next_part = c->done_parts = 0;
+	c->next_page = c->done_pages = 0;
 	c->inflight = 0;
 	c->error = 0;
+	v->st.checkpoint_pages_written = c->nr_pages;
+	if (c->phase == CKP_LEAVES && !c->nr_leaves) {
+		ret = ckpt_phase_next(v);
+		if (ret)
+			return ret; /* ckpt_end() frees what was taken */
+	}
 	return 0;
+err:
+	ckpt_pages_end(v, false);
+	return ret;
 }
 
 /* Step 1 done: the point is quiet (or the flush failed). */
@@ -560,6 +964,7 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 	struct za_volume *v = r->priv;
 	struct ckpt *c = &v->ck;
 	int ret = result;
+	uint64_t t0 = za_io_now_ns();
 
 	/* Everything acknowledged before these callers asked is covered. */
 	c->cur_waiters = c->waiters;
@@ -567,6 +972,12 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 	c->since_blocks = 0; /* a failure retries after another interval */
 	if (!ret)
 		ret = ckpt_snapshot(v);
+	if (!ret) {
+		uint64_t t1 = za_io_now_ns();
+
+		v->st.checkpoint_snapshot_ns = t1 - t0;
+		v->st.checkpoint_hold_ns = t1 - c->start_ns;
+	}
 	if (ret) {
 		ckpt_end(v, ret > 0 ? 0 : ret);
 		return;
@@ -612,6 +1023,7 @@ static void ckpt_start(struct za_volume *v, bool for_space)
 
 	c->for_space = for_space;
 	c->state = CK_QUIESCE;
+	c->start_ns = za_io_now_ns();
 	memset(&c->qflush, 0, sizeof(c->qflush));
 	c->qflush.done = ckpt_quiesced;
 	c->qflush.priv = v;
@@ -655,6 +1067,25 @@ void za_volume_checkpoint(struct za_volume *v, struct za_vol_req *r)
 	vol_ckpt_kick(v);
 }
 
+void vol_ckpt_free(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+
+	if (c->snapped) {
+		za_map_snap_end(v->map, &c->snap, false, NULL, NULL);
+		c->snapped = false;
+	}
+	ckpt_pages_end(v, false);
+	free(c->blocks);
+	free(c->part_group);
+	free(c->part_pos);
+	free(c->live_groups);
+	c->blocks = NULL;
+	c->part_group = NULL;
+	c->part_pos = NULL;
+	c->live_groups = NULL;
+}
+
 /* ---- crash recovery ---- */
 
 struct ck_cand;
@@ -674,6 +1105,11 @@ struct rec_vol {
 	bool limit; /* load the anchored checkpoint, not a newer one */
 	uint8_t *tblocks; /* got's engine table, as read */
 	bool adopted; /* the engine took it (za_engine_table_adopt()) */
+	bool planning; /* in rec_plan(): only some zones read yet */
+	/* The map pages the loaded checkpoint wrote itself (its anchor
+	 * places them with its parts). */
+	uint64_t *own_group, *own_pos;
+	uint32_t nr_own, cap_own;
 };
 
 static int rec_apply_unmap(struct rec_vol *rv,
@@ -776,9 +1212,116 @@ struct ck_cand {
 static int ckpt_unload(struct za_volume *v)
 {
 	vol_live_clear(v);
+	v->ck.pages_live = 0;
 	za_map_free(v->map);
 	v->map = NULL;
 	return za_map_new(&v->map);
+}
+
+/*
+ * Read and check the map page a page record @r of checkpoint @id names,
+ * at @level, into @h and @recs. 0, or -errno (logged: a page that does not
+ * hold makes the checkpoint unusable, and says where).
+ */
+static int page_read(struct rec_vol *rv, uint64_t id,
+		     const struct za_ckpt_rec *r, unsigned level,
+		     struct za_mpage_hdr *h, struct za_ckpt_rec *recs)
+{
+	struct za_volume *v = rv->v;
+	int ret;
+
+	ret = za_engine_read_sync(v->eng, r->group, r->pos, 1, rv->blk, NULL);
+	/*
+	 * A group recovery does not know (yet): while planning, only the
+	 * anchored segments and the table's checkpoint stream are read, and
+	 * a page elsewhere means the anchor does not say everything (an
+	 * older zarray's): said once, and every zone is read.
+	 */
+	if (ret == -ENOENT && rv->planning)
+		return -EAGAIN;
+	if (!ret)
+		ret = za_mpage_decode(rv->blk, ZA_MPAGE_BYTES, h, recs);
+	/* It must be the page its parent says: the range, the level, and
+	 * written by this checkpoint or an older one. */
+	if (!ret && (h->level != level || h->lo != r->lba ||
+		     h->hi - h->lo != r->nr_blocks || h->ckpt_id > id))
+		ret = -EBADMSG;
+	if (!ret && h->ckpt_id == id) {
+		if (rv->nr_own == rv->cap_own) {
+			uint32_t cap = rv->cap_own ? 2 * rv->cap_own : 64;
+			uint64_t *g = realloc(rv->own_group, cap * sizeof(*g));
+			uint64_t *p;
+
+			if (g)
+				rv->own_group = g;
+			p = realloc(rv->own_pos, cap * sizeof(*p));
+			if (p)
+				rv->own_pos = p;
+			if (!g || !p)
+				return -ENOMEM;
+			rv->cap_own = cap;
+		}
+		rv->own_group[rv->nr_own] = r->group;
+		rv->own_pos[rv->nr_own++] = r->pos;
+	}
+	if (ret && ret != -ENOMEM && ret != -EAGAIN)
+		za_log_warn("recovery: checkpoint %llu: map page of LBAs "
+			    "%llu+%llu at group %llu position %llu is not "
+			    "usable: %s",
+			    (unsigned long long)id, (unsigned long long)r->lba,
+			    (unsigned long long)r->nr_blocks,
+			    (unsigned long long)r->group,
+			    (unsigned long long)r->pos, strerror(-ret));
+	return ret;
+}
+
+/* Load the directory page @r names and its leaves; counts the pages
+ * live and the extents into *@extents. */
+static int ckpt_load_dir(struct rec_vol *rv, uint64_t id,
+			 const struct za_ckpt_rec *r, struct za_ckpt_rec *drecs,
+			 struct za_ckpt_rec *lrecs, uint64_t *extents)
+{
+	struct za_volume *v = rv->v;
+	struct za_map_ext e[ZA_MAP_LEAF_CAP];
+	struct za_mpage_hdr dh, lh;
+	struct za_map_page *pg;
+	uint32_t i, j;
+	int ret;
+
+	ret = page_read(rv, id, r, 1, &dh, drecs);
+	if (!ret)
+		ret = za_map_load_dir(v->map, r->group, r->pos, &pg);
+	if (ret)
+		return ret;
+	page_count(v, pg, 1);
+	for (i = 0; i < dh.nr_recs; i++) {
+		ret = page_read(rv, id, &drecs[i], 0, &lh, lrecs);
+		if (ret)
+			return ret;
+		if (lh.nr_recs > ZA_MAP_LEAF_CAP)
+			return -EBADMSG;
+		for (j = 0; j < lh.nr_recs; j++) {
+			if (lrecs[j].lba + lrecs[j].nr_blocks > v->size_blocks)
+				return -EBADMSG;
+			e[j] = (struct za_map_ext){
+				.lba = lrecs[j].lba,
+				.len = lrecs[j].nr_blocks,
+				.loc = { .kind = lrecs[j].type ==
+								 ZA_CKPT_REC_DATA ?
+							 ZA_MAP_DATA :
+							 ZA_MAP_JOURNAL,
+					 .group = lrecs[j].group,
+					 .pos = lrecs[j].pos },
+			};
+		}
+		ret = za_map_load_leaf(v->map, drecs[i].group, drecs[i].pos, e,
+				       lh.nr_recs, &pg);
+		if (ret)
+			return ret;
+		page_count(v, pg, 1);
+		*extents += lh.nr_recs;
+	}
+	return 0;
 }
 
 /* Read, check and apply every part of @c. 0, -EBADMSG/-EIO (not usable:
@@ -787,11 +1330,18 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 		     struct za_ckpt_rec *recs)
 {
 	struct za_volume *v = rv->v;
+	struct za_ckpt_rec *drecs, *lrecs;
 	struct za_ckpt_reader rd;
 	struct za_ckpt_hdr h;
+	uint64_t extents = 0;
 	uint32_t part, i;
 	int ret = 0, r;
 
+	drecs = malloc(2 * ZA_MPAGE_MAX_RECS * sizeof(*drecs));
+	if (!drecs)
+		return -ENOMEM;
+	rv->nr_own = 0;
+	lrecs = drecs + ZA_MPAGE_MAX_RECS;
 	za_ckpt_reader_init(&rd);
 	for (part = 0; part < c->nr_parts && !ret; part++) {
 		ret = za_engine_read_sync(v->eng, c->group[part], c->pos[part],
@@ -804,13 +1354,6 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 		/* A bigger volume than ours: not ours to load. */
 		if (!ret && (h.id != c->id || h.size_blocks > v->size_blocks))
 			ret = -EBADMSG;
-		/*
-		 * A paged map (version 3): its map records are page records,
-		 * not extents, and the pages are not read yet (design.md 9.6
-		 * item 5). Not usable, as from a newer zarray.
-		 */
-		if (!ret && h.version == 3)
-			ret = -EPROTONOSUPPORT;
 		for (i = 0; !ret && i < h.nr_recs; i++) {
 			struct za_map_loc loc = { .group = recs[i].group,
 						  .pos = recs[i].pos };
@@ -819,6 +1362,11 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 				vol_live_add_unmap(v, recs[i].group,
 						   recs[i].lba,
 						   recs[i].nr_blocks);
+				continue;
+			}
+			if (recs[i].type == ZA_CKPT_REC_PAGE) {
+				ret = ckpt_load_dir(rv, c->id, &recs[i], drecs,
+						    lrecs, &extents);
 				continue;
 			}
 			loc.kind = recs[i].type == ZA_CKPT_REC_DATA ?
@@ -830,6 +1378,14 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 	}
 	if (!ret)
 		ret = za_ckpt_reader_done(&rd);
+	if (!ret)
+		ret = za_map_load_end(v->map);
+	/* Version 3: the pages hold every extent the checkpoint counted. */
+	if (!ret && rd.first.version == 3 &&
+	    (extents != rd.first.nr_map_extents ||
+	     (rd.first.map_levels && rd.first.map_levels != 2)))
+		ret = -EBADMSG;
+	free(drecs);
 	if (ret) {
 		za_log_warn("recovery: checkpoint %llu (sequence %llu) is not "
 			    "usable: %s",
@@ -838,7 +1394,7 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 		r = ckpt_unload(v);
 		if (r)
 			return r;
-		return ret == -ENOMEM ? ret : -EBADMSG;
+		return ret == -ENOMEM || ret == -EAGAIN ? ret : -EBADMSG;
 	}
 	return 0;
 }
@@ -1042,9 +1598,10 @@ static bool rec_anchor_read(struct za_volume *v, struct za_anchor *an)
  * Counted (design.md 9.6): recovery found it there (rec_plan()) or read
  * every zone, so a disagreement is a bug to report, not a loss.
  */
-static void rec_anchor_check(struct za_volume *v, const struct za_anchor *an,
+static void rec_anchor_check(struct rec_vol *rv, const struct za_anchor *an,
 			     const struct ck_cand *got)
 {
+	struct za_volume *v = rv->v;
 	struct za_anchor found = { 0 };
 	struct za_seg_info si;
 	unsigned i, j, stale = 0;
@@ -1073,14 +1630,18 @@ static void rec_anchor_check(struct za_volume *v, const struct za_anchor *an,
 	if (!an->nr_segs)
 		return; /* in more segments than an anchor holds */
 	anchor_place(v, &found, got->group, got->pos, got->nr_parts);
-	/* The table's parts too: the segments hold both. */
-	for (i = 0; i < got->nr_table && found.nr_segs; i++) {
-		uint64_t seg;
+	/* The table's parts and the map pages it wrote too: the anchor
+	 * places all of them. */
+	for (i = 0; i < got->nr_table + rv->nr_own && found.nr_segs; i++) {
+		uint64_t seg, g, p;
 		uint32_t sidx;
 
-		if (za_engine_group_locate(v->eng, got->tgroup[i], got->tpos[i],
-					   &seg, &sidx) ||
-		    anchor_seg_add(&found, seg, got->tgroup[i], sidx))
+		g = i < got->nr_table ? got->tgroup[i] :
+					rv->own_group[i - got->nr_table];
+		p = i < got->nr_table ? got->tpos[i] :
+					rv->own_pos[i - got->nr_table];
+		if (za_engine_group_locate(v->eng, g, p, &seg, &sidx) ||
+		    anchor_seg_add(&found, seg, g, sidx))
 			found.nr_segs = 0;
 	}
 	for (i = 0; i < an->nr_segs && found.nr_segs == an->nr_segs; i++) {
@@ -1134,6 +1695,74 @@ static void rec_search_free(struct rec_vol *rv)
 }
 
 /*
+ * While planning, before loading @c: read the zones of the checkpoint
+ * stream's segments its engine table names, where its older map pages
+ * are (the anchor places only what it wrote itself). Those zones are
+ * read by pass 1 anyway (the stream is not adopted from the table); this
+ * only reads them first. 0, or -ENOMEM / -ENODEV; a table that does not
+ * decode is left to the checks that follow.
+ */
+static int rec_scan_stream(struct rec_vol *rv, const struct ck_cand *c)
+{
+	struct za_volume *v = rv->v;
+	struct za_etab_part *tp = NULL;
+	uint64_t *ids = NULL;
+	uint8_t *blocks = NULL;
+	uint32_t i, j, n = 0, cap = 0, k;
+	int ret;
+
+	ret = ckpt_table_read(rv, c, &blocks);
+	if (ret || !blocks)
+		return ret == -ENOMEM ? ret : 0;
+	tp = malloc(sizeof(*tp));
+	if (!tp) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < c->nr_table && !ret; i++) {
+		if (za_etab_block_decode(blocks + (size_t)i *
+							  ZA_ETAB_BLOCK_BYTES,
+					 ZA_ETAB_BLOCK_BYTES, tp))
+			break;
+		/* Groups come before segments, in id order, across parts. */
+		for (j = 0; j < tp->nr_groups; j++) {
+			uint64_t *x;
+
+			if (tp->groups[j].stream != v->ck.stream)
+				continue;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				x = realloc(ids, cap * sizeof(*ids));
+				if (!x) {
+					ret = -ENOMEM;
+					break;
+				}
+				ids = x;
+			}
+			ids[n++] = tp->groups[j].id;
+		}
+		for (j = 0; j < tp->nr_segs && !ret; j++) {
+			const struct za_etab_seg *sg = &tp->segs[j];
+
+			for (k = 0; k < n && ids[k] != sg->group_id; k++)
+				;
+			if (k == n)
+				continue;
+			for (k = 0; k < sg->width && !ret; k++)
+				if (sg->col[k].member != ZA_ETAB_MEMBER_ABSENT)
+					ret = za_engine_recover_scan(
+						v->eng, sg->col[k].member,
+						sg->col[k].zone);
+		}
+	}
+out:
+	free(tp);
+	free(ids);
+	free(blocks);
+	return ret;
+}
+
+/*
  * Find and load the checkpoint to recover from among the checkpoint
  * stream's groups the engine knows (rv->got: NULL when none is whole),
  * its engine table read (rv->tblocks), every id seen counted
@@ -1147,6 +1776,7 @@ static int rec_ckpt_find(struct rec_vol *rv, uint64_t ids_after)
 	struct za_ckpt_rec *recs = NULL;
 	struct za_group_info *gi = NULL;
 	struct za_etab_part *tp = NULL;
+	struct za_mpage_hdr mh;
 	uint64_t *ids = NULL, blocks = 0, pos, id;
 	unsigned n, i, nr = 0;
 	struct za_ckpt_hdr h;
@@ -1183,10 +1813,17 @@ static int rec_ckpt_find(struct rec_vol *rv, uint64_t ids_after)
 			r = za_ckpt_block_decode(rv->blk, ZA_CKPT_BLOCK_BYTES,
 						 &h, recs);
 			if (r == -ENOENT) {
-				/* Not a map part: a table part, or torn. */
+				/* Not a part: a table part, a map page (its
+				 * id counts), or torn. */
 				if (za_etab_block_decode(
-					    rv->blk, ZA_ETAB_BLOCK_BYTES, tp))
+					    rv->blk, ZA_ETAB_BLOCK_BYTES, tp)) {
+					if (!za_mpage_decode(rv->blk,
+							     ZA_MPAGE_BYTES,
+							     &mh, recs) &&
+					    mh.ckpt_id > rv->max_id)
+						rv->max_id = mh.ckpt_id;
 					continue;
+				}
 				id = tp->h.ckpt_id;
 			} else if (r) {
 				continue; /* torn, or lost beyond p */
@@ -1255,7 +1892,14 @@ static int rec_ckpt_find(struct rec_vol *rv, uint64_t ids_after)
 			if (!cand_whole(c) ||
 			    (rv->limit && c->id > rv->an.ckpt_id))
 				continue;
+			if (rv->planning) {
+				ret = rec_scan_stream(rv, c);
+				if (ret)
+					break;
+			}
 			ret = ckpt_load(rv, c, recs);
+			if (ret == -EAGAIN)
+				break;
 			if (ret == -EBADMSG) {
 				c->failed = true;
 				ret = 0;
@@ -1308,7 +1952,17 @@ static int rec_plan(void *priv)
 			if (ret)
 				return ret;
 		}
+	rv->planning = true;
 	ret = rec_ckpt_find(rv, 0);
+	rv->planning = false;
+	if (ret == -EAGAIN) {
+		za_log_warn("recovery: checkpoint %llu has map pages where its "
+			    "anchor and engine table do not say: every zone "
+			    "is read",
+			    (unsigned long long)rv->an.ckpt_id);
+		rec_search_free(rv);
+		return ckpt_unload(v);
+	}
 	if (ret)
 		return ret;
 	if (rv->got && rv->got->id == rv->an.ckpt_id && rv->tblocks) {
@@ -1380,7 +2034,7 @@ static int rec_start(void *priv, uint64_t *min_seq)
 				rv->cands[j].found, rv->cands[j].nr_parts,
 				rv->cands[j].tfound, rv->cands[j].nr_table);
 	if (rv->limit)
-		rec_anchor_check(v, &rv->an, got);
+		rec_anchor_check(rv, &rv->an, got);
 	if (got) {
 		*min_seq = got->seq;
 		za_log_info("recovery: checkpoint %llu loaded: sequence %llu, "
@@ -1489,6 +2143,8 @@ int za_volume_recover(struct za_volume *v)
 	za_engine_recover_plan(v->eng, NULL);
 	rec_search_free(&rv);
 	free(rv.blk);
+	free(rv.own_group);
+	free(rv.own_pos);
 	v->st.recovery_table = rv.adopted;
 	za_engine_get_stats(v->eng, &es);
 	v->st.recovery_zones = es.rec_zones_scanned;

@@ -20,6 +20,7 @@
 #include <ev.h>
 
 #include "anchor.h"
+#include "checkpoint.h"
 #include "engine.h"
 #include "job.h"
 #include "journal.h"
@@ -75,6 +76,7 @@ struct live {
 	struct urange *unmaps; /* unmap records this (journal) group holds */
 	unsigned nr_unmaps, cap_unmaps;
 	bool stuck; /* garbage collection could not move its data */
+	bool releasing; /* a checkpoint group given back, outside GC */
 	bool unmaps_lost; /* an unmap record is missing from the list */
 	uint8_t kind; /* enum live_kind */
 	int bucket; /* GC usage bucket, -1: in none */
@@ -115,6 +117,7 @@ struct gc {
 	bool active;
 	bool held; /* reads of the victim wait for the pause or the rate */
 	bool stopped; /* za_volume_gc_stop(): no new victim */
+	unsigned ckpt_releases; /* vol_gc_release_ckpt_garbage(), in flight */
 	uint64_t victim;
 	uint8_t kind; /* ZA_MAP_DATA or ZA_MAP_JOURNAL */
 	struct gc_ext *ext;
@@ -139,6 +142,17 @@ struct gc {
  * being revoked before the quarantine is freed early.
  */
 enum { CK_IDLE, CK_QUIESCE, CK_WRITE, CK_FLUSH, CK_ANCHOR, CK_REVOKE };
+/* CK_WRITE: what is being written. */
+enum { CKP_LEAVES, CKP_DIRS, CKP_PARTS };
+
+/* A map page of the checkpoint being written. */
+struct ck_page {
+	struct za_volume *v;
+	struct za_map_page *pg;
+	uint64_t lo, hi;
+	struct za_map_child *c; /* a directory page's children */
+	uint32_t n;
+};
 
 struct ckpt {
 	unsigned stream; /* engine stream of checkpoint parts */
@@ -159,13 +173,37 @@ struct ckpt {
 	uint64_t id, seq;
 	uint32_t tab_snap; /* its engine table's number (za_engine_table_live) */
 	bool for_space; /* started to free zones in quarantine */
+	bool whole; /* holds the map whole, in its parts (version 2) */
 	bool space_failed; /* such a one failed: not again before a victim */
-	uint8_t *blocks; /* nr_parts encoded parts */
+	uint8_t *blocks; /* nr_parts encoded parts, once the pages are out */
 	uint64_t *part_group; /* where each part written landed */
 	uint64_t *part_pos; /* its group position */
 	uint32_t nr_parts, next_part, done_parts;
 	unsigned inflight;
 	int error;
+	/*
+	 * Its map pages (design.md 9.7): what changed since the last one,
+	 * written first, leaves then directory pages (each naming its
+	 * children's places, so written after them), then the parts (the
+	 * root: a record per directory page, the unmap records) and the
+	 * engine table.
+	 */
+	int phase; /* CKP_* */
+	uint64_t start_ns; /* when writes were held */
+	struct za_map_snap snap;
+	bool snapped; /* snap outstanding: za_map_snap_end() to come */
+	struct ck_page *pages; /* nr_leaves leaves, then directory pages */
+	uint8_t *pblocks; /* their blocks, in the same order */
+	uint32_t nr_pages, nr_leaves, next_page, done_pages;
+	uint32_t cb_leaves, cb_dirs; /* filled by the snapshot */
+	struct za_map_child *root;
+	uint32_t nr_root;
+	struct za_ckpt_rec *unmaps; /* as of S */
+	uint64_t nr_unmaps;
+	uint64_t map_extents; /* as of S */
+	uint8_t *tblocks; /* the engine table as of S */
+	uint32_t tparts;
+	uint64_t pages_live; /* map pages counted live in their groups */
 	/* The live one: the latest complete, flushed (or loaded) checkpoint. */
 	uint64_t live_id, live_seq;
 	uint64_t *live_groups; /* its parts' groups */
@@ -244,5 +282,7 @@ void vol_ckpt_kick(struct za_volume *v);
 bool vol_ckpt_for_space(const struct za_volume *v);
 void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
+void vol_ckpt_free(struct za_volume *v);
+void vol_gc_release_ckpt_garbage(struct za_volume *v);
 
 #endif /* ZA_VOLUME_INT_H */

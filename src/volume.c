@@ -360,7 +360,8 @@ bool za_volume_busy(const struct za_volume *v)
 		if (ep->inflight || ep->waiters)
 			return true;
 	return v->reads || v->eflushes || v->gc.active || v->stalled_head ||
-	       za_job_busy(&v->gc.job) || v->ck.state != CK_IDLE;
+	       v->gc.ckpt_releases || za_job_busy(&v->gc.job) ||
+	       v->ck.state != CK_IDLE;
 }
 
 void za_volume_free(struct za_volume *v)
@@ -386,10 +387,7 @@ void za_volume_free(struct za_volume *v)
 		free(ep);
 	}
 	free(v->gc.ext);
-	free(v->ck.blocks);
-	free(v->ck.part_group);
-	free(v->ck.part_pos);
-	free(v->ck.live_groups);
+	vol_ckpt_free(v);
 	za_map_free(v->map);
 	free(v);
 }
@@ -1076,7 +1074,8 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 			st->live_blocks += l->blocks;
 	/* Each checkpoint part counts one in its group's counter, to keep
 	 * GC off it; it is not user data. */
-	ckpt_parts = v->ck.live_nr + (v->ck.part_group ? v->ck.done_parts : 0);
+	ckpt_parts = v->ck.live_nr + (v->ck.part_group ? v->ck.done_parts : 0) +
+		     v->ck.pages_live;
 	st->live_blocks -= ckpt_parts < st->live_blocks ? ckpt_parts :
 							  st->live_blocks;
 	st->buffers = 0;
@@ -1088,6 +1087,7 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 	st->map_bytes = za_map_bytes(v->map);
 	st->checkpoint_seq = v->ck.live_seq;
 	st->checkpoint_blocks = v->ck.live_nr;
+	st->checkpoint_pages = v->ck.pages_live;
 	st->anchored = v->ck.live_anchor.ckpt_id &&
 		       v->ck.live_anchor.ckpt_id == v->ck.live_id;
 	st->quarantined_zones = za_engine_quarantined(v->eng);

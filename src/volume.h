@@ -226,6 +226,16 @@ struct za_volume_stats {
 	uint64_t checkpoint_seq; /* sequence number the live checkpoint
 				  * covers (loaded or written); 0: none */
 	uint64_t checkpoint_blocks; /* its parts */
+	/* Map pages on the drives that a checkpoint names (the live one's,
+	 * and those the one being written wrote so far), and how many the
+	 * last one taken wrote: what changed since the one before. */
+	uint64_t checkpoint_pages, checkpoint_pages_written;
+	/* Pages written again to empty a group of the checkpoint stream. */
+	uint64_t checkpoint_pages_cleaned;
+	/* The last checkpoint's hold on writes, from its start to the end
+	 * of its snapshot (the quiet point's flush included), and the
+	 * snapshot's part of it (taking what changed). */
+	uint64_t checkpoint_hold_ns, checkpoint_snapshot_ns;
 	uint64_t recovered_stripes; /* replayed by the last recovery */
 	/* The engine table of the checkpoint recovery loaded, against what
 	 * the scan of the drives found (za_engine_table_check()): its

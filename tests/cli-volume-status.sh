@@ -12,7 +12,8 @@
 #  - after a clean stop (SIGTERM) and a restart the counters since start
 #    are 0, live_bytes is the same (rebuilt from the checkpoint the stop
 #    wrote: checkpoint.seq > 0), and that checkpoint is the one the
-#    superblocks name (checkpoint.anchored, no anchor_mismatches);
+#    superblocks name (checkpoint.anchored, no anchor_mismatches), whose
+#    map is in pages on the drives (checkpoint.pages > 0);
 #  - after 1 MiB more, a flush and SIGKILL, a restart replays stripes
 #    (recovered_stripes > 0) and live_bytes counts the new MiB too.
 # live_bytes is what garbage collection keeps, so a counter rebuilt wrong
@@ -75,6 +76,7 @@ expect 'd["volume"]["live_bytes"]' $((4 * MiB)) "after a clean stop and restart"
 expect 'd["volume"]["checkpoint"]["seq"] > 0' True "after a clean stop"
 expect 'd["volume"]["checkpoint"]["anchored"]' True "after a clean stop"
 expect 'd["volume"]["checkpoint"]["anchor_mismatches"]' 0 "after a clean stop"
+expect 'd["volume"]["checkpoint"]["pages"] > 0' True "after a clean stop"
 qio -c "read -P 0 0 4M" -c "read -P 0xcd 4M 4M"
 pass "clean restart: live_bytes rebuilt from the checkpoint, data intact"
 

@@ -20,6 +20,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "anchor.h"
+#include "byteorder.h"
 #include "container.h"
 #include "crash.h"
 #include "dev-emu.h"
@@ -38,6 +40,7 @@
 #include "payload.h"
 #include "engine.h"
 #include "etab.h"
+#include "mpage.h"
 #include "tap.h"
 #include "volume.h"
 
@@ -1534,6 +1537,225 @@ START_TEST(test_checkpoint_bounds_replay)
 }
 END_TEST
 
+/* ---- incremental checkpoints (design.md 9.7) ---- */
+
+#define CKPT_STREAM 2u /* data, journal, then the checkpoint stream */
+
+/* Blocks the checkpoint stream's sealed groups with live blocks hold,
+ * the live ones among them, and the biggest group. */
+static void ckpt_stream_use(struct tvol *t, uint64_t *held, uint64_t *cap_max)
+{
+	struct za_group_info gi;
+	uint64_t *ids;
+	unsigned n, i;
+
+	*held = *cap_max = 0;
+	n = za_engine_groups(t->e, NULL, 0);
+	ids = calloc(n + 1, sizeof(*ids));
+	n = za_engine_groups(t->e, ids, n);
+	for (i = 0; i < n; i++) {
+		uint64_t cap;
+
+		if (za_engine_group_info(t->e, ids[i], &gi) ||
+		    gi.stream != CKPT_STREAM)
+			continue;
+		cap = (uint64_t)gi.nr_segs * gi.nr_stripes;
+		*held += cap;
+		if (cap > *cap_max)
+			*cap_max = cap;
+	}
+	free(ids);
+}
+
+/*
+ * A checkpoint writes only the map pages that changed since the one
+ * before: after a first one of ~1,000 scattered extents, a few blocks
+ * changed cost a few pages. The pages a checkpoint names are counted
+ * live, exactly (what recovery counts from the pages it loads is the
+ * same figure), and superseded ones are reclaimed. Cleaning: cold
+ * regions written now and then, each then left alone, pin a few pages
+ * in each group of the checkpoint stream while hot blocks are written
+ * over and over; the stream stays within its bound (twice what is live,
+ * plus a few groups) because cleaning rewrites the emptiest group. Every
+ * recovery loads the map the data says.
+ */
+START_TEST(test_checkpoint_incremental)
+{
+	const uint64_t hot = 256, cold = 256;
+	struct za_volume_stats st;
+	uint64_t held, cap_max, live, a, phase, r, rounds, cleaned_all = 0;
+	struct tvol t;
+	unsigned i;
+
+	rng = 3100;
+	tvol_make_manual_ckpt(&t, 4, 2);
+	/* GC moving the cold blocks would make their leaves hot. */
+	za_volume_gc_stop(t.v);
+	for (a = 0; a < VOL_BLOCKS; a += 2)
+		write_rand(&t, a, 1, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_ge(st.checkpoint_pages_written, 16);
+	ck_assert_uint_eq(st.checkpoint_pages, st.checkpoint_pages_written);
+	ckpt_stream_use(&t, &held, &cap_max);
+	/* Enough rounds for the stream to move to another group. */
+	rounds = cap_max / 4 + 4;
+	for (phase = 0; phase < (VOL_BLOCKS - hot) / cold; phase++) {
+		/* A cold region: its leaves, written now, then left. */
+		for (a = hot + phase * cold; a < hot + (phase + 1) * cold;
+		     a += 2)
+			write_rand(&t, a + 1, 1, false);
+		for (r = 0; r < rounds; r++) {
+			uint64_t cleaned = st.checkpoint_pages_cleaned;
+
+			/* Synced: journal stripes, not data stripes where
+			 * garbage next to cold blocks would have GC move
+			 * them (and make their leaves hot). */
+			for (i = 0; i < 3; i++)
+				write_rand(&t, 2 * (rnd() % (hot / 2)), 1,
+					   true);
+			ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+			ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+			za_volume_get_stats(t.v, &st);
+			/* The hot leaves at most (4), their directory page,
+			 * and what cleaning rewrote; the cold region's
+			 * leaves (5) in a phase's first round. */
+			ck_assert_uint_le(st.checkpoint_pages_written,
+					  5 + (r ? 0 : 5) +
+						  st.checkpoint_pages_cleaned -
+						  cleaned);
+			/* The stream: at most twice what is live, plus the
+			 * slack cleaning allows (two groups), the open one
+			 * and the one being emptied. */
+			ckpt_stream_use(&t, &held, &cap_max);
+			live = st.checkpoint_pages + st.checkpoint_blocks;
+			ck_assert_uint_le(held, 2 * live + 4 * cap_max);
+		}
+		live = st.checkpoint_pages;
+		cleaned_all += st.checkpoint_pages_cleaned;
+		tvol_crash_and_recover(&t, 0);
+		za_volume_get_stats(t.v, &st);
+		ck_assert_uint_eq(st.recovered_stripes, 0);
+		ck_assert_uint_eq(st.checkpoint_pages, live);
+		check_range(&t, 0, VOL_BLOCKS);
+		za_volume_gc_stop(t.v);
+	}
+	/* Cold pages pinned groups: cleaning had to run. */
+	ck_assert_uint_gt(cleaned_all, 0);
+	tvol_free(&t);
+}
+END_TEST
+
+/* The block at (@group, @pos) of the checkpoint stream, on @copies of
+ * its columns, overwritten in the drive files. */
+static void rot_block(struct tvol *t, uint64_t group, uint64_t pos,
+		      unsigned copies)
+{
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(t->e, CKPT_STREAM);
+	uint64_t zone_bytes = t->zone_bytes ? t->zone_bytes : 2ull << 20;
+	uint8_t junk[4096], hdr[4096];
+	struct za_seg_info si;
+	uint64_t seg_id, off;
+	uint32_t sidx;
+	unsigned c;
+
+	memset(junk, 0x5a, sizeof(junk));
+	ck_assert_int_eq(
+		za_engine_group_locate(t->e, group, pos, &seg_id, &sidx), 0);
+	ck_assert_int_eq(za_engine_seg_info(t->e, seg_id, &si), 0);
+	for (c = 0; c < copies; c++) {
+		char path[300];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/d%u", t->dir, si.members[c]);
+		fd = open(path, O_RDWR);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, hdr, sizeof(hdr), 0), sizeof(hdr));
+		off = za_get_le64(hdr + 136) + si.zones[c] * zone_bytes +
+		      sidx * l->slot_bytes + 4096;
+		ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), (off_t)off),
+				 sizeof(junk));
+		close(fd);
+	}
+}
+
+/* Rot every map page of the checkpoint stream on @copies columns;
+ * returns how many. */
+static unsigned rot_map_pages(struct tvol *t, unsigned copies)
+{
+	struct za_ckpt_rec *recs = malloc(ZA_MPAGE_MAX_RECS * sizeof(*recs));
+	struct za_group_info gi;
+	struct za_mpage_hdr h;
+	uint8_t *blk;
+	uint64_t *ids, pos;
+	unsigned n, i, rotted = 0;
+
+	ck_assert_int_eq(posix_memalign((void **)&blk, 4096, 4096), 0);
+	n = za_engine_groups(t->e, NULL, 0);
+	ids = calloc(n + 1, sizeof(*ids));
+	n = za_engine_groups(t->e, ids, n);
+	for (i = 0; i < n; i++) {
+		if (za_engine_group_info(t->e, ids[i], &gi) ||
+		    gi.stream != CKPT_STREAM)
+			continue;
+		for (pos = 0; pos < gi.next_pos; pos++) {
+			if (za_engine_read_sync(t->e, ids[i], pos, 1, blk,
+						NULL) ||
+			    za_mpage_decode(blk, 4096, &h, recs))
+				continue;
+			rot_block(t, ids[i], pos, copies);
+			rotted++;
+		}
+	}
+	free(ids);
+	free(blk);
+	free(recs);
+	return rotted;
+}
+
+/*
+ * Bit rot in map pages: on p of the p+1 copies it is repaired like data
+ * (the checkpoint loads, the data reads back); on every copy the
+ * checkpoint is not usable - said, never a crash, never wrong data - and
+ * recovery replays from the start instead.
+ */
+START_TEST(test_checkpoint_pages_rot)
+{
+	struct za_volume_stats st;
+	uint64_t seq, a;
+	struct tvol t;
+
+	rng = 3200;
+	tvol_make_manual_ckpt(&t, 4, 2);
+	for (a = 0; a < VOL_BLOCKS; a += 3)
+		write_rand(&t, a, 1, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	seq = st.checkpoint_seq;
+	ck_assert_uint_gt(st.checkpoint_pages, 2);
+
+	ck_assert_uint_eq(rot_map_pages(&t, 2), st.checkpoint_pages);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, seq);
+	check_range(&t, 0, VOL_BLOCKS);
+
+	ck_assert_uint_gt(rot_map_pages(&t, 3), 0);
+	/* The anchored checkpoint is not usable: that is counted. */
+	t.anchor_tampered = true;
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_eq(st.checkpoint_seq, 0);
+	ck_assert_uint_eq(st.checkpoint_pages, 0);
+	ck_assert_uint_gt(st.recovered_stripes, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
 static void child_checkpoint(struct tvol *t, void *arg)
 {
 	(void)arg;
@@ -1559,21 +1781,23 @@ START_TEST(test_checkpoint_torn_falls_back)
 	t.ckpt_window = 1;
 	tvol_close(&t);
 	tvol_open(&t, false);
-	/* Single blocks all over: hundreds of extents, several parts. */
+	/* Single blocks all over: hundreds of extents, several map pages
+	 * and parts. */
 	for (i = 0; i < 700; i++)
 		write_rand(&t, rnd() % VOL_BLOCKS, 1, false);
 	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
 	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
 	za_volume_get_stats(t.v, &st);
 	c1 = st.checkpoint_seq;
-	ck_assert_uint_ge(st.checkpoint_blocks, 3);
+	ck_assert_uint_ge(st.checkpoint_blocks + st.checkpoint_pages, 3);
 	before = stripes_written(&t);
 	for (i = 0; i < 100; i++)
 		write_rand(&t, rnd() % (VOL_BLOCKS - 4), 1 + rnd() % 4, false);
 	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
 	after = stripes_written(&t) - before;
 
-	/* Dies once the second part of the next checkpoint is written. */
+	/* Dies once the second block (a map page) of the next checkpoint
+	 * is written. */
 	ck_assert_int_eq(run_child(&t, "checkpoint:2", child_checkpoint, NULL),
 			 ZA_CRASH_EXIT);
 	tvol_open(&t, _i == 1);
@@ -2760,6 +2984,8 @@ int main(void)
 	tcase_add_test(tc, test_flushed_data_survives_power_cut);
 	tcase_add_test(tc, test_sequential_fill_map_extents);
 	tcase_add_loop_test(tc, test_checkpoint_bounds_replay, 0, 2);
+	tcase_add_test(tc, test_checkpoint_incremental);
+	tcase_add_test(tc, test_checkpoint_pages_rot);
 	tcase_add_test(tc, test_anchor_names_live_checkpoint);
 	tcase_add_loop_test(tc, test_anchor_mismatch_counted, 0, 5);
 	tcase_add_test(tc, test_anchor_none);
