@@ -449,6 +449,31 @@ int za_engine_recover_scan(struct za_engine *e, unsigned mi, uint32_t z)
 	return ret;
 }
 
+int za_engine_recover_scan_seg(struct za_engine *e, unsigned mi, uint32_t z,
+			       uint64_t seg_id)
+{
+	struct rec_ctx *rc = e->rec;
+	struct za_stripe_hdr h;
+	struct member *m;
+	int ret;
+
+	if (!rc || e->rec_tab)
+		return -EINVAL;
+	if (mi >= e->nr_members)
+		return 0;
+	m = &e->m[mi];
+	if (!eng_readable(m) || !m->zkind || z >= m->nr_zones ||
+	    m->zkind[z] != Z_UNCLAIMED ||
+	    m->zwp[z] < (uint64_t)z * m->zone_bytes + 4096)
+		return 0;
+	ret = rec_read_hdr(rc, mi, (uint64_t)z * m->zone_bytes, &h);
+	if (ret == -ENODEV)
+		return ret;
+	if (ret || h.seg_id != seg_id)
+		return 0; /* someone else's now: pass 1 reads it */
+	return za_engine_recover_scan(e, mi, z);
+}
+
 /*
  * Table mode, after pass 1: a segment of the table whose every readable
  * place is empty now was released since the table was taken (its zones

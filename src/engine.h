@@ -466,6 +466,11 @@ void za_engine_recover_plan(struct za_engine *e, int (*plan)(void *priv));
 /* From @plan only: read zone @zone of member @member whole, unless it is
  * empty, not readable or read already. 0 or -errno (-ENODEV). */
 int za_engine_recover_scan(struct za_engine *e, unsigned member, uint32_t zone);
+/* The same, only if the zone's first stripe header is one of segment
+ * @seg_id's (a place an older table gives it may hold another's since).
+ * 0 (read or left to pass 1) or -errno. */
+int za_engine_recover_scan_seg(struct za_engine *e, unsigned member,
+			       uint32_t zone, uint64_t seg_id);
 /*
  * From @plan only: take the table in @blocks (@nr_parts parts, as read
  * from the drives: untrusted) as the engine's groups and segments, its
