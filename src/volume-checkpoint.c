@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * volume-checkpoint.c - the volume's checkpoints and its crash recovery.
- * Checkpoints: when one is due, the quiet point it needs, the map and the
- * unmap lists encoded into parts, the parts written as metadata stripes
- * of their own stream and flushed, and the previous checkpoint then
- * superseded. Recovery: at assembly, the latest complete checkpoint found
- * and loaded, the stripes written after it replayed into the map (data,
+ * Checkpoints: when one is due, the quiet point it needs, the map's pages
+ * that changed (or, short of space, the whole map) and the unmap lists
+ * taken, pages and parts written as metadata stripes of their own stream
+ * and flushed, the anchor made durable, and the previous checkpoint then
+ * superseded; cleaning of that stream. Recovery: at assembly, the
+ * anchored (or latest complete) checkpoint found and its map loaded page
+ * by page, the stripes written after it replayed into the map (data,
  * journal blocks, unmap records), and every group's live counter rebuilt
  * from the result.
  *
- * It does not encode or check a part's bytes (checkpoint.c, the codec),
- * nor an unmap record's (journal.c); it does not scan the drives for
- * stripes, complete torn ones or order them (the engine's recovery,
- * engine-recover.c); and it does not reclaim superseded parts (gc.c
- * releases their groups like any garbage).
+ * It does not encode or check a part's or a page's bytes (checkpoint.c,
+ * mpage.c: the codecs), nor an unmap record's (journal.c); it does not
+ * keep track of what changed in the map (map.c hands out dirty pages);
+ * it does not scan the drives for stripes, complete torn ones or order
+ * them (the engine's recovery, engine-recover.c); and it gives back
+ * checkpoint groups with nothing live through gc.c.
  */
 #include <assert.h>
 #include <errno.h>
@@ -38,7 +41,11 @@
  * group, position) and the unmap records that journal groups still hold,
  * as they are once every stripe with a sequence number up to S is on the
  * drives and none after S exists yet. Recovery loads it and replays only
- * the stripes after S (za_engine_recover_from()).
+ * the stripes after S (za_engine_recover_from()). The map travels as a
+ * tree of pages (design.md 9.7): a checkpoint writes the pages that
+ * changed since the last one - leaves, then the directory pages naming
+ * where their leaves landed - and its parts hold the root; the pages it
+ * did not write are the earlier checkpoints', named where they are.
  *
  * "None after S exists yet" needs a quiet moment, because the map is
  * updated in acknowledgement order while stripes get their sequence
@@ -50,30 +57,35 @@
  *      flight and flushes the drives. When it answers, no buffer is
  *      alive, every stripe handed out (seq <= S = next sequence - 1) is
  *      complete and durable, and the map names only drive locations;
- *   2. encodes the map and the unmap lists into parts (checkpoint.h) in
- *      memory, in one go on the loop thread, and lets writes go on;
- *   3. writes the parts as metadata stripes of its own stream (k = 1, p+1
- *      copies on distinct members, like the journal), a few at a time;
+ *   2. takes the map's dirty leaves (encoded at once), its dirty
+ *      directory nodes' children and the unmap lists, on the loop
+ *      thread, and lets writes go on;
+ *   3. writes the pages, then the parts, as metadata stripes of its own
+ *      stream (k = 1, p+1 copies on distinct members, like the journal),
+ *      a few at a time;
  *   4. flushes the drives;
- *   5. has its anchor - its id, S, and the segments holding its parts -
- *      written into every member's superblock (za_volume_params.anchor,
- *      design.md 9.6); only then does it supersede the previous one,
- *      whose parts become garbage for GC to reclaim.
+ *   5. has its anchor - its id, S, and the segments holding its pages
+ *      and parts - written into every member's superblock
+ *      (za_volume_params.anchor, design.md 9.6); only then does it
+ *      supersede the previous one, whose parts, and the pages it
+ *      replaced, become garbage.
  *
- *   writes ......|held|............................................
- *   flush         [==]                      (S fixed here)
- *   parts              [p0][p1][p2]...[pn-1]
- *   flush                                   [==]
- *   superblocks                                 [==] -> live; previous:
- *                                                       garbage
+ *   writes ......|held|..................................................
+ *   flush         [==]                            (S fixed here)
+ *   pages              [leaves..][dirs.]
+ *   parts                               [p0]..[pn-1]
+ *   flush                                           [==]
+ *   superblocks                                         [==] -> live;
+ *                                                    replaced: garbage
  *
  * A crash before step 4 leaves a torn or unflushed checkpoint: recovery
  * finds it incomplete and falls back to the previous one, which is still
  * live, or to a full replay. A crash between 4 and the end of 5 leaves it
  * whole but not named: recovery loads the one the superblocks name (the
- * previous one, still whole) and replays more. Live parts are counted per group like live
- * blocks so GC never takes them; a group holding only superseded or torn
- * parts has no live count and is released without moving anything.
+ * previous one, still whole) and replays more. Live parts and pages are
+ * counted per group like live blocks so GC never takes them; a group
+ * holding only superseded or torn ones has no live count and is given
+ * back without moving anything (vol_gc_release_ckpt_garbage()).
  */
 
 static uint64_t ckpt_interval(const struct za_volume *v)
