@@ -279,6 +279,8 @@ static void ckpt_group_released(void *priv, int result)
 	free(r);
 	/* Zones came back: what waited for them may go. */
 	vol_gc_kick(v);
+	if (!v->gc.ckpt_releases)
+		vol_ckpt_pump(v);
 	vol_resume_stalled(v);
 }
 

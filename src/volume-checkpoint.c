@@ -459,6 +459,36 @@ static void ckpt_flushed(struct za_engine_flush *f, int result)
 
 static int ckpt_parts_encode(struct za_volume *v);
 
+/* How long the checkpoint stream's segments are (CKPT_PAGES_MIN_STRIPES),
+ * from a group of it. */
+static void ckpt_learn_stripes(struct za_volume *v, uint64_t group)
+{
+	struct za_group_info *gi = v->lt.gi;
+
+	if (!za_engine_group_info(v->eng, group, gi))
+		v->ck.seg_stripes = gi->nr_stripes;
+}
+
+/* Before any group of it: from a data segment's length, in bytes of a
+ * zone, over the stream's slot. */
+static uint32_t ckpt_seg_stripes(const struct za_volume *v)
+{
+	const struct za_stripe_layout *d = za_engine_layout(v->eng);
+	const struct za_stripe_layout *l =
+		za_engine_stream_layout(v->eng, v->ck.stream);
+	struct za_engine_space sp;
+	uint64_t n;
+
+	if (v->ck.seg_stripes)
+		return v->ck.seg_stripes;
+	za_engine_space(v->eng, &sp);
+	if (!d->data_blocks || !l->slot_bytes)
+		return 0;
+	n = sp.data_blocks_per_seg / d->data_blocks * d->slot_bytes /
+	    l->slot_bytes;
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 static void ckpt_part_done(struct za_stripe_w *s, int result)
 {
 	struct za_volume *v = s->priv;
@@ -474,6 +504,7 @@ static void ckpt_part_done(struct za_stripe_w *s, int result)
 			vol_live_add(v, l, 1);
 		c->part_group[c->done_parts] = s->group_id;
 		c->part_pos[c->done_parts++] = s->group_pos;
+		ckpt_learn_stripes(v, s->group_id);
 	} else if (!c->error) {
 		c->error = result;
 	}
@@ -594,6 +625,10 @@ void vol_ckpt_pump(struct za_volume *v)
 	struct ckpt *c = &v->ck;
 
 	if (c->state != CK_WRITE)
+		return;
+	/* Garbage of the stream being given back (ckpt_start()): its zones
+	 * first; ckpt_group_released() comes back. */
+	if (v->gc.ckpt_releases)
 		return;
 	while (!c->error && c->inflight < c->window && !vol_gc_goes_first(v)) {
 		struct za_stripe_w *s;
@@ -784,6 +819,16 @@ static int ckpt_parts_encode(struct za_volume *v)
 	return 0;
 }
 
+/*
+ * Pages need segments of the checkpoint stream long enough to hold many
+ * of them: with small zones (5 to 7 stripes a segment in the unit
+ * tests' small geometries) a tree's pages spread over so many segments
+ * that the first checkpoint after a restart below GC's floor found no
+ * room (test_ckpt_below_floor, one run in 20 under the sanitizers). Such
+ * an array writes the map whole; a real drive's zone holds ~65,000.
+ */
+#define CKPT_PAGES_MIN_STRIPES 128u
+
 /* Free space below GC's start point (zones in quarantine counted free,
  * as GC counts them). */
 static bool ckpt_short_of_space(const struct za_volume *v)
@@ -893,7 +938,8 @@ static int ckpt_snapshot(struct za_volume *v)
 	 * groups took the zones GC needed (test_gc_stop_ends_gc livelocked,
 	 * test_ckpt_below_floor failed one run in 25).
 	 */
-	c->whole = c->for_space || v->critical || ckpt_short_of_space(v);
+	c->whole = c->for_space || v->critical || ckpt_short_of_space(v) ||
+		   ckpt_seg_stripes(v) < CKPT_PAGES_MIN_STRIPES;
 	if (!c->whole)
 		ckpt_clean(v);
 	za_map_dirty_count(v->map, &dc);
@@ -1051,8 +1097,8 @@ static void ckpt_start(struct za_volume *v, bool for_space)
 	 * The checkpoint stream's groups with nothing live - after a
 	 * restart, a torn checkpoint's - go back before it needs room:
 	 * restarted short of space, the first checkpoint failed for want
-	 * of their zones (test_ckpt_below_floor, one run in 25). Their
-	 * resets go before the quiet point's flush.
+	 * of their zones (test_ckpt_below_floor, one run in 25). Nothing
+	 * of it is written before they are back (vol_ckpt_pump()).
 	 */
 	vol_gc_release_ckpt_garbage(v);
 	memset(&c->qflush, 0, sizeof(c->qflush));
@@ -1464,6 +1510,8 @@ static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
 		}
 		vol_live_add(v, l, 1);
 	}
+	if (n)
+		ckpt_learn_stripes(v, all[0]);
 	free(ck->live_groups);
 	ck->live_groups = all;
 	ck->live_nr = n;
