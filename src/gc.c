@@ -406,7 +406,7 @@ struct gc_read {
 static void gc_finish(struct za_volume *v, int err);
 static void gc_start(struct za_volume *v, bool idle);
 
-static bool gc_needed(const struct za_volume *v)
+bool vol_gc_needed(const struct za_volume *v)
 {
 	struct za_engine_space sp;
 
@@ -858,7 +858,7 @@ void za_volume_gc_kick(struct za_volume *v)
  */
 static bool gc_urgent(const struct za_volume *v)
 {
-	return v->critical || v->stalled_head || gc_needed(v);
+	return v->critical || v->stalled_head || vol_gc_needed(v);
 }
 
 /* Nothing more to do: a running GC job's run is over (a paused one stays
@@ -954,7 +954,7 @@ void vol_gc_kick(struct za_volume *v)
 	}
 	if (v->ck.state != CK_IDLE && v->ck.for_space)
 		return;
-	if (gc->stopped || !gc_needed(v)) {
+	if (gc->stopped || !vol_gc_needed(v)) {
 		gc_run_end(v);
 		vol_resume_stalled(v);
 		return;

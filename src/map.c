@@ -887,12 +887,17 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 
 	memset(s, 0, sizeof(*s));
 	/* A block with no place on the drives cannot be written down. Only
-	 * a dirty leaf can hold one: a clean one was written (or loaded)
-	 * since it last changed. */
-	for (lf = m->head; lf; lf = lf->next)
-		for (i = 0; lf->dirty && i < lf->nr; i++)
-			if (lf->e[i].loc.kind == ZA_MAP_BUFFER)
-				return -EBUSY;
+	 * a dirty leaf can hold one (a clean one was written or loaded since
+	 * it last changed), and only under a dirty directory node. */
+	for (dn = m->dhead; dn; dn = dn->next) {
+		uint32_t j;
+
+		for (lf = dn->first, j = 0; dn->dirty && j < dn->nr;
+		     j++, lf = lf->next)
+			for (i = 0; lf->dirty && i < lf->nr; i++)
+				if (lf->e[i].loc.kind == ZA_MAP_BUFFER)
+					return -EBUSY;
+	}
 	s->fresh = calloc((size_t)n + 1, sizeof(*s->fresh));
 	if (!s->fresh)
 		return -ENOMEM;

@@ -459,18 +459,8 @@ static void ckpt_flushed(struct za_engine_flush *f, int result)
 
 static int ckpt_parts_encode(struct za_volume *v);
 
-/* How long the checkpoint stream's segments are (CKPT_PAGES_MIN_STRIPES),
- * from a group of it. */
-static void ckpt_learn_stripes(struct za_volume *v, uint64_t group)
-{
-	struct za_group_info *gi = v->lt.gi;
-
-	if (!za_engine_group_info(v->eng, group, gi))
-		v->ck.seg_stripes = gi->nr_stripes;
-}
-
-/* Before any group of it: from a data segment's length, in bytes of a
- * zone, over the stream's slot. */
+/* How many stripes a segment of the checkpoint stream holds: a data
+ * segment's length in bytes of a zone over the stream's slot. */
 static uint32_t ckpt_seg_stripes(const struct za_volume *v)
 {
 	const struct za_stripe_layout *d = za_engine_layout(v->eng);
@@ -479,8 +469,6 @@ static uint32_t ckpt_seg_stripes(const struct za_volume *v)
 	struct za_engine_space sp;
 	uint64_t n;
 
-	if (v->ck.seg_stripes)
-		return v->ck.seg_stripes;
 	za_engine_space(v->eng, &sp);
 	if (!d->data_blocks || !l->slot_bytes)
 		return 0;
@@ -504,7 +492,6 @@ static void ckpt_part_done(struct za_stripe_w *s, int result)
 			vol_live_add(v, l, 1);
 		c->part_group[c->done_parts] = s->group_id;
 		c->part_pos[c->done_parts++] = s->group_pos;
-		ckpt_learn_stripes(v, s->group_id);
 	} else if (!c->error) {
 		c->error = result;
 	}
@@ -829,16 +816,6 @@ static int ckpt_parts_encode(struct za_volume *v)
  */
 #define CKPT_PAGES_MIN_STRIPES 128u
 
-/* Free space below GC's start point (zones in quarantine counted free,
- * as GC counts them). */
-static bool ckpt_short_of_space(const struct za_volume *v)
-{
-	struct za_engine_space sp;
-
-	za_engine_space(v->eng, &sp);
-	return sp.free_segs + sp.quar_segs < vol_gc_start_segs(&sp);
-}
-
 static bool page_in_group(void *priv, const struct za_map_page *pg)
 {
 	return pg->group == *(const uint64_t *)priv;
@@ -938,7 +915,7 @@ static int ckpt_snapshot(struct za_volume *v)
 	 * groups took the zones GC needed (test_gc_stop_ends_gc livelocked,
 	 * test_ckpt_below_floor failed one run in 25).
 	 */
-	c->whole = c->for_space || v->critical || ckpt_short_of_space(v) ||
+	c->whole = c->for_space || v->critical || vol_gc_needed(v) ||
 		   ckpt_seg_stripes(v) < CKPT_PAGES_MIN_STRIPES;
 	if (!c->whole)
 		ckpt_clean(v);
@@ -1066,7 +1043,7 @@ static void ckpt_quiesced(struct za_vol_req *r, int result)
 /*
  * A checkpoint is due to free the zones in quarantine once free space
  * comes within a write set of the floor: GC counts them as free (it takes
- * no victim they would make needless, gc_needed()), and writes take free
+ * no victim they would make needless, vol_gc_needed()), and writes take free
  * zones meanwhile. Not sooner: until checkpoints are incremental each
  * writes the whole map, and one per victim raised P6's GC figure by 10%
  * (design.md 9.6).
@@ -1510,8 +1487,6 @@ static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
 		}
 		vol_live_add(v, l, 1);
 	}
-	if (n)
-		ckpt_learn_stripes(v, all[0]);
 	free(ck->live_groups);
 	ck->live_groups = all;
 	ck->live_nr = n;

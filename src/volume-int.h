@@ -174,8 +174,6 @@ struct ckpt {
 	uint32_t tab_snap; /* its engine table's number (za_engine_table_live) */
 	bool for_space; /* started to free zones in quarantine */
 	bool whole; /* holds the map whole, in its parts (version 2) */
-	uint32_t seg_stripes; /* stripes in a segment of its stream; 0: not
-			       * known yet (whole until then) */
 	bool space_failed; /* such a one failed: not again before a victim */
 	uint8_t *blocks; /* nr_parts encoded parts, once the pages are out */
 	uint64_t *part_group; /* where each part written landed */
@@ -286,5 +284,7 @@ void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
 void vol_ckpt_free(struct za_volume *v);
 void vol_gc_release_ckpt_garbage(struct za_volume *v);
+/* Free space below GC's start point, zones in quarantine counted free. */
+bool vol_gc_needed(const struct za_volume *v);
 
 #endif /* ZA_VOLUME_INT_H */
