@@ -49,15 +49,37 @@
  * out to a snapshot as they are. */
 struct dnode;
 
+/*
+ * What a place in the list of leaves is (the cache, map.h): a leaf in
+ * memory, a stub for a leaf whose page is only on the drives, or one
+ * stub standing for a whole directory node only on the drives.
+ */
+enum leaf_state {
+	LEAF_IN = 0,
+	LEAF_OUT, /* its extents are in its page pg only */
+	LEAF_DIR_OUT, /* stands for dn, whose page dn->pg is on the drives */
+};
+
 struct leaf {
-	uint64_t key; /* e[0].lba: its key in the index */
-	uint32_t nr;
+	uint64_t key; /* e[0].lba: its key in the index (stubs: their lo) */
+	uint64_t end; /* stubs: where their last extent ends (their hi) */
+	uint32_t nr; /* extents (stubs: not known, 0) */
+	uint8_t state; /* enum leaf_state */
 	bool dirty; /* changed since its page was last handed out */
+	bool ref; /* used since the cache's hand last passed */
 	struct leaf *prev, *next; /* LBA order */
 	struct dnode *dn; /* its directory node */
 	struct za_map_page *pg; /* its page, NULL before the first */
-	struct za_map_ext e[LEAF_CAP];
+	struct za_map_ext e[]; /* LEAF_CAP in memory; none in a stub */
 };
+
+#define LEAF_BYTES (sizeof(struct leaf) + LEAF_CAP * sizeof(struct za_map_ext))
+#define STUB_BYTES sizeof(struct leaf)
+
+static bool in(const struct leaf *lf)
+{
+	return lf->state == LEAF_IN;
+}
 
 /*
  * A directory node: a run of up to ZA_MAP_DIR_CAP consecutive leaves
@@ -68,8 +90,10 @@ struct leaf {
 struct dnode {
 	struct dnode *prev, *next; /* LBA order */
 	struct leaf *first;
-	uint32_t nr;
+	uint32_t nr; /* places in the list of leaves: 1 when out */
+	uint32_t nr_out; /* of them, stubs of leaves (LEAF_OUT) */
 	bool dirty;
+	bool out; /* only on the drives: first is its LEAF_DIR_OUT stub */
 	struct za_map_page *pg;
 };
 
@@ -97,6 +121,10 @@ struct za_map {
 	struct za_map_page *superseded; /* by frees since the last snapshot */
 	struct dnode *load_dn; /* loading: the directory node being filled */
 	struct leaf *load_last; /* loading: the last leaf loaded */
+	/* the cache */
+	size_t nr_stubs; /* LEAF_OUT places */
+	size_t nr_dir_out; /* LEAF_DIR_OUT places (directory nodes out) */
+	uint64_t hand; /* where the cache's sweep goes on: an LBA */
 };
 
 /* A place in the extent sequence: e[i] of @lf; i == lf->nr only at the
@@ -172,7 +200,7 @@ static int reserve(struct za_map *m)
 		m->cap_idx = cap;
 	}
 	while (m->nr_spare < SPARES) {
-		struct leaf *lf = malloc(sizeof(*lf));
+		struct leaf *lf = malloc(LEAF_BYTES);
 
 		if (!lf)
 			return -ENOMEM;
@@ -289,7 +317,7 @@ static struct leaf *leaf_find(struct za_map *m, uint64_t lba)
 	 * leaf (2.5 KiB) at once and let them overlap. The finger's leaf was
 	 * just searched, so it needs none.
 	 */
-	for (size_t off = 0; lf && off < sizeof(*lf); off += 64)
+	for (size_t off = 0; lf && off < LEAF_BYTES; off += 64)
 		__builtin_prefetch((const char *)lf + off);
 	return lf;
 }
@@ -304,8 +332,13 @@ static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
 	struct pos p = { lf, 0 };
 	uint32_t lo, hi;
 
-	if (!p.lf)
+	if (!p.lf) {
+		/* Before the first leaf: za_map_need() asked for the head. */
+		assert(!m->head || in(m->head));
 		return (struct pos){ m->head, 0 };
+	}
+	/* The caller made sure with za_map_need() (map.h). */
+	assert(in(p.lf));
 	lo = 0;
 	hi = p.lf->nr;
 	while (lo < hi) {
@@ -318,7 +351,7 @@ static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
 			lo = mid + 1;
 	}
 	p.i = lo;
-	if (p.i == p.lf->nr && p.lf->next)
+	if (p.i == p.lf->nr && p.lf->next && in(p.lf->next))
 		p = (struct pos){ p.lf->next, 0 };
 	return p;
 }
@@ -338,9 +371,12 @@ static struct za_map_ext *at(struct pos p)
 	return &p.lf->e[p.i];
 }
 
+/* The next extent. A leaf not in memory is where the extents known end
+ * (at_end()): what an operation touches is in memory (za_map_need()), so
+ * only coalescing looks further, and it stops there. */
 static struct pos next_pos(struct pos p)
 {
-	if (++p.i == p.lf->nr && p.lf->next)
+	if (++p.i == p.lf->nr && p.lf->next && in(p.lf->next))
 		p = (struct pos){ p.lf->next, 0 };
 	return p;
 }
@@ -355,7 +391,7 @@ static bool prev_pos(const struct za_map *m, struct pos p, struct pos *out)
 		*out = (struct pos){ p.lf, p.i - 1 };
 		return true;
 	}
-	if (!p.lf->prev)
+	if (!p.lf->prev || !in(p.lf->prev))
 		return false;
 	*out = (struct pos){ p.lf->prev, p.lf->prev->nr - 1 };
 	return true;
@@ -449,8 +485,10 @@ static void dn_split(struct za_map *m, struct dnode *dn)
 	for (; lf && lf->dn == dn; lf = lf->next) {
 		lf->dn = n;
 		n->nr++;
+		n->nr_out += lf->state == LEAF_OUT;
 	}
 	dn->nr -= n->nr;
+	dn->nr_out -= n->nr_out;
 	dn_touch(m, dn);
 	dn_touch(m, n);
 }
@@ -503,6 +541,9 @@ static struct leaf *leaf_take(struct za_map *m)
 	assert(m->nr_spare > 0);
 	lf = m->spare[--m->nr_spare];
 	lf->nr = 0;
+	lf->end = 0;
+	lf->state = LEAF_IN;
+	lf->ref = true;
 	lf->dirty = false;
 	lf->prev = lf->next = NULL;
 	lf->dn = NULL;
@@ -561,7 +602,7 @@ static struct pos ins(struct za_map *m, struct pos p,
 		return (struct pos){ lf, 0 };
 	}
 	/* Between two leaves: the end of the previous one may have room. */
-	if (p.i == 0 && lf->prev && lf->prev->nr < LEAF_CAP)
+	if (p.i == 0 && lf->prev && in(lf->prev) && lf->prev->nr < LEAF_CAP)
 		p = (struct pos){ lf->prev, lf->prev->nr };
 	lf = p.lf;
 	if (lf->nr < LEAF_CAP) {
@@ -671,6 +712,10 @@ static void remove_range(struct za_map *m, uint64_t lba, uint64_t end,
 		del(m, lf, p.i, j - p.i); /* may free lf */
 		if (stopped || !next)
 			break;
+		if (!in(next)) {
+			assert(next->key >= end); /* za_map_need() */
+			break;
+		}
 		p = (struct pos){ next, 0 };
 	}
 }
@@ -834,6 +879,10 @@ int za_map_walk(const struct za_map *m, uint64_t lba, uint64_t n,
 			return ret;
 		cur = t;
 	}
+	/* A leaf out of memory within the range would read as a hole: the
+	 * caller asked za_map_need() first. */
+	assert(!p.lf || !p.lf->next || in(p.lf->next) ||
+	       p.lf->next->key >= end);
 	if (cur < end)
 		return fn(priv, cur, end - cur, NULL);
 	return 0;
@@ -846,9 +895,13 @@ size_t za_map_extents(const struct za_map *m)
 
 size_t za_map_bytes(const struct za_map *m)
 {
-	return sizeof(*m) + (m->nr_leaves + m->nr_spare) * sizeof(struct leaf) +
+	size_t stubs = m->nr_stubs + m->nr_dir_out;
+
+	return sizeof(*m) + (m->nr_leaves - stubs + m->nr_spare) * LEAF_BYTES +
+	       stubs * STUB_BYTES +
 	       (m->nr_dnodes + m->nr_dspare) * sizeof(struct dnode) +
-	       (m->nr_leaves + m->nr_dnodes) * sizeof(struct za_map_page) +
+	       (m->nr_leaves - m->nr_dir_out + m->nr_dnodes) *
+		       sizeof(struct za_map_page) +
 	       m->cap_idx * sizeof(struct ient);
 }
 
@@ -859,11 +912,13 @@ void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d)
 	d->leaves = m->nr_dirty_leaves;
 	d->dirs = m->nr_dirty_dirs;
 	d->nodes = (uint32_t)m->nr_dnodes;
-	d->leaves_all = (uint32_t)m->nr_leaves;
+	d->leaves_all = (uint32_t)(m->nr_leaves - m->nr_dir_out);
 }
 
 static uint64_t leaf_end(const struct leaf *lf)
 {
+	if (!in(lf))
+		return lf->end;
 	return lf->e[lf->nr - 1].lba + lf->e[lf->nr - 1].len;
 }
 
@@ -874,6 +929,7 @@ static struct za_map_page *fresh_page(struct za_map_snap *s, void *node,
 
 	pg->node = node;
 	pg->dir = dir;
+	pg->pending = true;
 	return pg;
 }
 
@@ -915,11 +971,20 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 	for (dn = m->dhead; dn; dn = dn->next) {
 		struct za_map_child r;
 
+		if (dn->out) {
+			/* Only on the drives: clean, named where it is. */
+			r.lo = dn->first->key;
+			r.hi = dn->first->end;
+			r.pg = dn->pg;
+			ops->root(priv, &r);
+			continue;
+		}
 		for (lf = dn->first, i = 0; i < dn->nr; i++, lf = lf->next) {
 			assert(lf && lf->dn == dn);
 			c[i].lo = lf->key;
 			c[i].hi = leaf_end(lf);
 			if (lf->dirty) {
+				assert(in(lf));
 				supersede(&s->superseded, lf->pg);
 				lf->pg = fresh_page(s, lf, false);
 				lf->dirty = false;
@@ -960,6 +1025,7 @@ void za_map_snapshot_whole(struct za_map *m, struct za_map_snap *s)
 	struct dnode *dn;
 
 	memset(s, 0, sizeof(*s));
+	assert(za_map_whole(m));
 	for (lf = m->head; lf; lf = lf->next) {
 		supersede(&s->superseded, lf->pg);
 		lf->pg = NULL;
@@ -996,6 +1062,8 @@ void za_map_snap_end(struct za_map *m, struct za_map_snap *s, bool live,
 	struct za_map_page *pg, *next;
 	uint32_t i;
 
+	for (i = 0; i < s->nr_fresh; i++)
+		s->fresh[i]->pending = false;
 	if (live) {
 		for (pg = s->superseded; pg; pg = next) {
 			next = pg->next;
@@ -1024,12 +1092,12 @@ uint32_t za_map_redirty(struct za_map *m,
 	struct dnode *dn;
 
 	for (lf = m->head; lf; lf = lf->next)
-		if (lf->pg && !lf->dirty && pick(priv, lf->pg)) {
+		if (in(lf) && lf->pg && !lf->dirty && pick(priv, lf->pg)) {
 			touch(m, lf);
 			n++;
 		}
 	for (dn = m->dhead; dn; dn = dn->next)
-		if (dn->pg && pick(priv, dn->pg)) {
+		if (!dn->out && dn->pg && pick(priv, dn->pg)) {
 			n += !dn->dirty;
 			dn_touch(m, dn);
 		}
@@ -1097,7 +1165,7 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 	ret = reserve(m);
 	if (ret)
 		return ret;
-	lf = calloc(1, sizeof(*lf));
+	lf = calloc(1, LEAF_BYTES);
 	if (!lf)
 		return -ENOMEM;
 	lf->pg = load_page(lf, false, group, pos);
@@ -1131,4 +1199,277 @@ int za_map_load_end(struct za_map *m)
 	m->load_dn = NULL;
 	m->load_last = NULL;
 	return empty ? -EBADMSG : 0;
+}
+
+/* ---- the cache: pages only on the drives ---- */
+
+bool za_map_whole(const struct za_map *m)
+{
+	return !m->nr_stubs && !m->nr_dir_out;
+}
+
+struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
+				bool seams)
+{
+	uint64_t last = seams ? lba + n : lba + n - 1;
+	struct leaf *lf;
+	bool first = true;
+
+	if (!n && !seams)
+		return NULL;
+	/* Before the first leaf, the head is asked for whatever its key:
+	 * an operation there may take it (lookup_in()). */
+	lf = tree_find(m, lba);
+	if (!lf)
+		lf = m->head;
+	for (; lf; lf = lf->next, first = false) {
+		if (!first && lf->key > last)
+			break;
+		if (lf->state == LEAF_DIR_OUT)
+			return lf->dn->pg;
+		if (lf->state == LEAF_OUT)
+			return lf->pg;
+		lf->ref = true;
+	}
+	return NULL;
+}
+
+static struct za_map_page *load_page(void *node, bool dir, uint64_t group,
+				     uint64_t pos);
+
+/* Put @n where @old is, in the list, the index and its node. */
+static void replace_place(struct za_map *m, struct leaf *old, struct leaf *n)
+{
+	n->prev = old->prev;
+	n->next = old->next;
+	if (n->prev)
+		n->prev->next = n;
+	else
+		m->head = n;
+	if (n->next)
+		n->next->prev = n;
+	m->idx[idx_of(m, old)].lf = n;
+	if (old->dn->first == old)
+		old->dn->first = n;
+	if (m->finger == old)
+		m->finger = NULL;
+}
+
+int za_map_fill_dir(struct za_map *m, struct za_map_page *pg,
+		    const struct za_map_ref *c, uint32_t n, bool counted)
+{
+	struct dnode *dn = pg->node;
+	struct leaf *sent, **st;
+	size_t i0;
+	uint32_t i;
+
+	if (!dn || !pg->dir)
+		return -ESTALE;
+	if (!dn->out)
+		return -EALREADY;
+	sent = dn->first;
+	if (!n || n > ZA_MAP_DIR_CAP || c[0].lo != sent->key ||
+	    c[n - 1].hi != sent->end)
+		return -EBADMSG;
+	for (i = 0; i < n; i++)
+		if (c[i].lo >= c[i].hi || (i && c[i].lo < c[i - 1].hi))
+			return -EBADMSG;
+	if (m->nr_leaves + n > m->cap_idx) {
+		size_t cap = m->cap_idx ? m->cap_idx : 16;
+		struct ient *ix;
+
+		while (cap < m->nr_leaves + n)
+			cap *= 2;
+		ix = realloc(m->idx, cap * sizeof(*ix));
+		if (!ix)
+			return -ENOMEM;
+		m->idx = ix;
+		m->cap_idx = cap;
+	}
+	st = calloc(n, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		st[i] = calloc(1, STUB_BYTES);
+		if (st[i])
+			st[i]->pg =
+				load_page(st[i], false, c[i].group, c[i].pos);
+		if (!st[i] || !st[i]->pg) {
+			do {
+				if (st[i])
+					free(st[i]->pg);
+				free(st[i]);
+			} while (i--);
+			free(st);
+			return -ENOMEM;
+		}
+	}
+	/* Nothing fails from here on: the stubs take the sentinel's place. */
+	i0 = idx_of(m, sent);
+	memmove(&m->idx[i0 + n], &m->idx[i0 + 1],
+		(m->nr_leaves - i0 - 1) * sizeof(m->idx[0]));
+	for (i = 0; i < n; i++) {
+		struct leaf *lf = st[i];
+
+		lf->key = c[i].lo;
+		lf->end = c[i].hi;
+		lf->state = LEAF_OUT;
+		lf->dn = dn;
+		lf->pg->counted = counted;
+		lf->prev = i ? st[i - 1] : sent->prev;
+		lf->next = i + 1 < n ? st[i + 1] : sent->next;
+		m->idx[i0 + i].key = lf->key;
+		m->idx[i0 + i].lf = lf;
+	}
+	if (sent->prev)
+		sent->prev->next = st[0];
+	else
+		m->head = st[0];
+	if (sent->next)
+		sent->next->prev = st[n - 1];
+	m->nr_leaves += n - 1;
+	m->nr_stubs += n;
+	m->nr_dir_out--;
+	dn->first = st[0];
+	dn->nr = n;
+	dn->nr_out = n;
+	dn->out = false;
+	free(sent);
+	free(st);
+	return 0;
+}
+
+int za_map_fill_leaf(struct za_map *m, struct za_map_page *pg,
+		     const struct za_map_ext *e, uint32_t n)
+{
+	struct leaf *stub = pg->node, *lf;
+	uint64_t end;
+	uint32_t i;
+
+	if (!stub || pg->dir)
+		return -ESTALE;
+	if (stub->state != LEAF_OUT)
+		return -EALREADY;
+	if (!n || n > LEAF_CAP || e[0].lba != stub->key)
+		return -EBADMSG;
+	for (end = stub->key, i = 0; i < n; i++) {
+		if (e[i].lba < end || !e[i].len ||
+		    e[i].lba + e[i].len < e[i].lba ||
+		    (e[i].loc.kind != ZA_MAP_DATA &&
+		     e[i].loc.kind != ZA_MAP_JOURNAL))
+			return -EBADMSG;
+		end = e[i].lba + e[i].len;
+	}
+	if (end != stub->end)
+		return -EBADMSG;
+	lf = malloc(LEAF_BYTES);
+	if (!lf)
+		return -ENOMEM;
+	memcpy(lf, stub, STUB_BYTES);
+	memcpy(lf->e, e, n * sizeof(*e));
+	lf->nr = n;
+	lf->end = 0;
+	lf->state = LEAF_IN;
+	lf->ref = true;
+	replace_place(m, stub, lf);
+	pg->node = lf;
+	lf->dn->nr_out--;
+	m->nr_stubs--;
+	free(stub);
+	return 0;
+}
+
+/*
+ * All of @dn's leaves are stubs, and it is clean and its page durable:
+ * one stub stands for it all. Returns the place after it.
+ */
+static struct leaf *dn_evict(struct za_map *m, struct dnode *dn)
+{
+	struct leaf *sent = dn->first, *lf = sent->next, *next;
+	uint64_t end = sent->end;
+	size_t i0 = idx_of(m, sent);
+	uint32_t i;
+
+	for (i = 1; i < dn->nr; i++, lf = next) {
+		assert(lf->dn == dn && lf->state == LEAF_OUT);
+		next = lf->next;
+		end = lf->end;
+		free(lf->pg); /* still in the tree, only not in memory */
+		free(lf);
+	}
+	memmove(&m->idx[i0 + 1], &m->idx[i0 + dn->nr],
+		(m->nr_leaves - i0 - dn->nr) * sizeof(m->idx[0]));
+	m->nr_leaves -= dn->nr - 1;
+	m->nr_stubs -= dn->nr;
+	m->nr_dir_out++;
+	sent->next = lf;
+	if (lf)
+		lf->prev = sent;
+	free(sent->pg);
+	sent->pg = NULL;
+	sent->end = end;
+	sent->state = LEAF_DIR_OUT;
+	dn->nr = 1;
+	dn->nr_out = 0;
+	dn->out = true;
+	return lf;
+}
+
+static bool dn_evictable(const struct dnode *dn)
+{
+	return !dn->out && dn->nr_out == dn->nr && !dn->dirty && dn->pg &&
+	       !dn->pg->pending;
+}
+
+/* @lf (in memory, clean, its page durable) leaves memory; its stub
+ * stays. Returns the place after it, or NULL with @*stop on -ENOMEM. */
+static struct leaf *leaf_evict(struct za_map *m, struct leaf *lf, bool *stop)
+{
+	struct leaf *stub = malloc(STUB_BYTES), *next;
+
+	if (!stub) {
+		*stop = true;
+		return NULL;
+	}
+	memcpy(stub, lf, STUB_BYTES);
+	stub->end = leaf_end(lf);
+	stub->nr = 0;
+	stub->state = LEAF_OUT;
+	replace_place(m, lf, stub);
+	stub->pg->node = stub;
+	stub->dn->nr_out++;
+	m->nr_stubs++;
+	free(lf);
+	next = stub->next;
+	if (dn_evictable(stub->dn))
+		next = dn_evict(m, stub->dn);
+	return next;
+}
+
+size_t za_map_shrink(struct za_map *m, size_t target_bytes)
+{
+	struct leaf *lf;
+	size_t seen = 0, limit = 2 * m->nr_leaves + 2;
+	bool stop = false;
+
+	drop_spares(m);
+	lf = tree_find(m, m->hand);
+	if (!lf)
+		lf = m->head;
+	while (!stop && lf && za_map_bytes(m) > target_bytes &&
+	       seen++ < limit) {
+		struct leaf *next = lf->next;
+
+		if (lf->state == LEAF_OUT && dn_evictable(lf->dn)) {
+			next = dn_evict(m, lf->dn);
+		} else if (in(lf) && !lf->dirty && lf->pg && !lf->pg->pending) {
+			if (lf->ref)
+				lf->ref = false;
+			else
+				next = leaf_evict(m, lf, &stop);
+		}
+		lf = next ? next : m->head;
+	}
+	m->hand = lf ? lf->key : 0;
+	return za_map_bytes(m);
 }

@@ -105,6 +105,7 @@ struct za_map_page {
 	uint64_t group, pos; /* the owner's: where its block is */
 	bool counted; /* the owner's: counted live in group */
 	/* private */
+	bool pending; /* handed out by a snapshot not ended yet */
 	bool dir; /* node is a directory node (else a leaf) */
 	void *node; /* the node whose page this is; NULL once superseded */
 	struct za_map_page *next; /* a superseded list */
@@ -139,7 +140,7 @@ struct za_map_snap {
 struct za_map_dirty {
 	uint32_t leaves, dirs; /* dirty pages of each kind */
 	uint32_t nodes; /* directory nodes: the root's records */
-	uint32_t leaves_all;
+	uint32_t leaves_all; /* leaves known: in memory or stubs */
 };
 
 void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d);
@@ -155,7 +156,8 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
  * A snapshot for a checkpoint that holds the map whole instead (every
  * extent in its own parts): no page is handed out, every page of the tree
  * is superseded by it, and every node is dirty (written as a page again by
- * the next snapshot that hands pages out). Cannot fail.
+ * the next snapshot that hands pages out). Cannot fail. Only with every
+ * node in memory (za_map_whole()).
  */
 void za_map_snapshot_whole(struct za_map *m, struct za_map_snap *s);
 /*
@@ -188,5 +190,66 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 int za_map_load_end(struct za_map *m);
 /* Bytes of memory the map holds (nodes and the map itself). */
 size_t za_map_bytes(const struct za_map *m);
+
+/*
+ * ---- The cache (docs/design.md 9.8) ----
+ *
+ * A clean leaf whose page is durable (written by a snapshot that ended
+ * live, or loaded) may leave memory: a small stub keeps its place in the
+ * list of leaves and the index (its LBA range and its page); and a clean
+ * directory node all of whose leaves are stubs may leave too, one stub
+ * standing for it (its range; the root still names its page). Nothing
+ * else changes: a snapshot names what is out where it is.
+ *
+ * Every operation but za_map_snapshot() needs the leaves it touches in
+ * memory: before za_map_walk(lba, n) those that [lba, lba + n) meets,
+ * before za_map_set/clear/move(lba, n) those that [lba, lba + n] meets
+ * (its seams), and the first leaf when lba is before it. The owner asks
+ * za_map_need() until it says none is missing, reading each page it
+ * names from the drives and handing its content to za_map_fill_dir() or
+ * za_map_fill_leaf(), then runs the operation at once (nothing leaves
+ * memory but through za_map_shrink()). The map asserts it; a leaf out of
+ * memory is never taken for a hole.
+ */
+
+/* Every node is in memory (as without the cache). */
+bool za_map_whole(const struct za_map *m);
+/*
+ * The page to read before an operation on [lba, lba + n) (@seams: a set,
+ * clear or move, [lba, lba + n]) can run: a directory node's page when
+ * that node is out (its leaves are not known yet), else a leaf's; NULL
+ * when all it needs is in memory. The page stays valid until it is
+ * filled: the owner reads it once however many ask (fills after the
+ * first say -EALREADY, and the page may be freed by then).
+ */
+struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
+				bool seams);
+/* A child of a directory page as the drives hold it. */
+struct za_map_ref {
+	uint64_t lo, hi, group, pos;
+};
+/*
+ * Fill the directory node of @pg, out of memory, with its @n children as
+ * read from its page (untrusted): each becomes a stub of a leaf, its page
+ * at (group, pos) with @counted for the owner. 0; -EALREADY (in memory
+ * already), -ESTALE (@pg is not a directory page of the tree), -EBADMSG
+ * (not 1..ZA_MAP_DIR_CAP children in order, or not spanning what the
+ * node spans), -ENOMEM: then nothing changed.
+ */
+int za_map_fill_dir(struct za_map *m, struct za_map_page *pg,
+		    const struct za_map_ref *c, uint32_t n, bool counted);
+/* Fill the leaf of @pg with its extents as read (untrusted). 0,
+ * -EALREADY, -ESTALE, -EBADMSG (as za_map_load_leaf() refuses, or not
+ * spanning the leaf's range), -ENOMEM: then nothing changed. */
+int za_map_fill_leaf(struct za_map *m, struct za_map_page *pg,
+		     const struct za_map_ext *e, uint32_t n);
+/*
+ * Let clean leaves and directory nodes whose pages are durable leave
+ * memory until za_map_bytes() is at most @target_bytes or nothing more
+ * may leave (dirty nodes stay until a snapshot writes them). A clock:
+ * what za_map_need() or a fill touched since the sweep last passed is
+ * passed over once. Returns za_map_bytes().
+ */
+size_t za_map_shrink(struct za_map *m, size_t target_bytes);
 
 #endif /* ZA_MAP_H */

@@ -55,6 +55,19 @@ static uint64_t rnd(void)
 
 static uint64_t dead_blocks;
 
+/* Run before each operation on [lba, lba + n) (@seams: a set, clear or
+ * move): the cache's tests bring in what it needs. */
+static void (*pre_op)(struct za_map *m, uint64_t lba, uint64_t n, bool seams);
+/* Neighbours that continue each other are coalesced (not when leaves
+ * were out of memory as they came together). */
+static bool check_coalesced = true;
+
+static void pre(struct za_map *m, uint64_t lba, uint64_t n, bool seams)
+{
+	if (pre_op)
+		pre_op(m, lba, n, seams);
+}
+
 static void on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 {
 	(void)priv;
@@ -80,8 +93,9 @@ static int check_piece(void *priv, uint64_t lba, uint64_t n,
 	w->bad += lba != w->next || !n;
 	w->pieces += loc != NULL;
 	/* Left apart from a neighbour it continues: not coalesced. */
-	w->bad += loc && w->has_prev && w->prev.kind == loc->kind &&
-		  w->prev.group == loc->group && w->prev.pos == loc->pos;
+	w->bad += check_coalesced && loc && w->has_prev &&
+		  w->prev.kind == loc->kind && w->prev.group == loc->group &&
+		  w->prev.pos == loc->pos;
 	w->has_prev = loc != NULL;
 	if (loc) {
 		w->prev = *loc;
@@ -106,6 +120,7 @@ static void check_all(struct za_map *m, const struct ref *r)
 	uint64_t a, b;
 	int i;
 
+	pre(m, 0, NBLK, false);
 	ck_assert_int_eq(za_map_walk(m, 0, NBLK, check_piece, &w), 0);
 	ck_assert_uint_eq(w.next, NBLK);
 	ck_assert_uint_eq(w.pieces, za_map_extents(m));
@@ -114,6 +129,7 @@ static void check_all(struct za_map *m, const struct ref *r)
 		b = a + 1 + rnd() % (NBLK - a);
 		w.next = a;
 		w.has_prev = false;
+		pre(m, a, b - a, false);
 		ck_assert_int_eq(za_map_walk(m, a, b - a, check_piece, &w), 0);
 		ck_assert_uint_eq(w.next, b);
 	}
@@ -148,6 +164,7 @@ static void random_op(struct za_map *m, struct ref *r, const struct shape *sh)
 
 		for (i = 0; i < n; i++)
 			overw += r->kind[lba + i] != 0;
+		pre(m, lba, n, true);
 		ck_assert_int_eq(za_map_set(m, lba, n, &loc, on_dead, NULL), 0);
 		for (i = 0; i < n; i++) {
 			r->kind[lba + i] = loc.kind;
@@ -158,6 +175,7 @@ static void random_op(struct za_map *m, struct ref *r, const struct shape *sh)
 	} else if (what < 8) {
 		for (before = 0, i = 0; i < n; i++)
 			before += r->kind[lba + i] != 0;
+		pre(m, lba, n, true);
 		ck_assert_int_eq(za_map_clear(m, lba, n, on_dead, NULL), 0);
 		for (i = 0; i < n; i++)
 			r->kind[lba + i] = 0;
@@ -183,6 +201,7 @@ static void random_op(struct za_map *m, struct ref *r, const struct shape *sh)
 				r->pos[lba + i] = to.pos + i;
 				exp++;
 			}
+		pre(m, lba, n, true);
 		moved = za_map_move(m, lba, n, &loc, &to);
 		ck_assert_int_eq(moved, exp);
 	}
@@ -268,7 +287,7 @@ struct spage {
 	uint32_t n;
 	uint64_t lo, hi;
 	struct za_map_ext *e; /* leaf */
-	struct za_map_child *c; /* dir: pg replaced by its position */
+	struct za_map_ref *c; /* dir: its children, where they are */
 };
 
 struct pdrive {
@@ -322,11 +341,12 @@ static void pd_dir(void *priv, struct za_map_page *pg, uint64_t lo, uint64_t hi,
 	sp->lo = lo;
 	sp->hi = hi;
 	sp->n = n;
-	sp->c = malloc(n * sizeof(*c));
+	sp->c = malloc(n * sizeof(*sp->c));
 	/* A child written by this snapshot already has its place: the
 	 * model sets it at once (the volume, when its block lands). */
 	for (i = 0; i < n; i++) {
-		sp->c[i] = c[i];
+		sp->c[i] = (struct za_map_ref){ c[i].lo, c[i].hi,
+						c[i].pg->group, c[i].pg->pos };
 		ck_assert(c[i].pg->counted);
 	}
 }
@@ -381,13 +401,12 @@ static struct za_map *pd_load(struct pdrive *d)
 		ck_assert_int_eq(za_map_load_dir(m, 7, d->root[i].pg->pos, &pg),
 				 0);
 		for (j = 0; j < dp->n; j++) {
-			const struct spage *lp = &d->pages[dp->c[j].pg->pos];
+			const struct spage *lp = &d->pages[dp->c[j].pos];
 
 			ck_assert(!lp->dir && lp->live && !lp->failed);
 			ck_assert_uint_eq(lp->lo, dp->c[j].lo);
 			ck_assert_uint_eq(lp->hi, dp->c[j].hi);
-			ck_assert_int_eq(za_map_load_leaf(m, 7,
-							  dp->c[j].pg->pos,
+			ck_assert_int_eq(za_map_load_leaf(m, 7, dp->c[j].pos,
 							  lp->e, lp->n, &pg),
 					 0);
 		}
@@ -417,6 +436,7 @@ static void settle_buffers(struct za_map *m, struct ref *r)
 		from.group = r->group[b];
 		from.pos = r->pos[b];
 		to.pos = 1000000 + b;
+		pre(m, b, e - b, true);
 		ck_assert_int_eq(za_map_move(m, b, e - b, &from, &to),
 				 (int64_t)(e - b));
 		for (uint64_t i = b; i < e; i++) {
@@ -565,6 +585,254 @@ START_TEST(test_pages_load_refused)
 }
 END_TEST
 
+/*
+ * The cache: after each live snapshot the map lets leaves and directory
+ * nodes leave memory down to a random target (sometimes none may stay),
+ * and every operation and walk first brings back what za_map_need() asks
+ * for, from the model drive's pages. Every block still reads as the
+ * model says, dead ranges are still reported exactly, the pages asked
+ * for are live ones, pages a snapshot has not ended are never let go,
+ * and a map emptied to its stubs takes a fraction of the memory.
+ */
+static struct pdrive *cache_drive;
+static uint64_t cache_fills;
+
+static void cache_pre(struct za_map *m, uint64_t lba, uint64_t n, bool seams)
+{
+	struct za_map_page *pg;
+	unsigned guard = 0;
+
+	while ((pg = za_map_need(m, lba, n, seams))) {
+		const struct spage *sp = &cache_drive->pages[pg->pos];
+
+		ck_assert_uint_eq(pg->group, 7);
+		ck_assert(sp->live && !sp->failed && !sp->dropped);
+		ck_assert(sp->dir == pg->dir);
+		if (sp->dir)
+			ck_assert_int_eq(
+				za_map_fill_dir(m, pg, sp->c, sp->n, true), 0);
+		else
+			ck_assert_int_eq(za_map_fill_leaf(m, pg, sp->e, sp->n),
+					 0);
+		cache_fills++;
+		ck_assert_uint_lt(guard++, 100000);
+	}
+}
+
+START_TEST(test_cache_against_model)
+{
+	const struct shape *sh = &shapes[_i];
+	struct ref *r = calloc(1, sizeof(*r));
+	struct pdrive d = { 0 };
+	struct za_map *m, *m2;
+	struct za_map_snap snap;
+	unsigned every = (unsigned)sh->ops / 40 + 1, round = 0;
+	bool emptied = false;
+	size_t i;
+	int op;
+
+	NBLK = sh->nblk;
+	rng = 9191 + (uint64_t)_i;
+	cache_drive = &d;
+	cache_fills = 0;
+	pre_op = cache_pre;
+	check_coalesced = false;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	for (op = 1; op <= sh->ops; op++) {
+		size_t before, after, target;
+
+		random_op(m, r, sh);
+		if (op % every && op != sh->ops)
+			continue;
+		round++;
+		settle_buffers(m, r);
+		if (round % 9 == 4) {
+			/* Whole: everything is brought in first. */
+			cache_pre(m, 0, NBLK, false);
+			ck_assert(za_map_whole(m));
+			za_map_snapshot_whole(m, &snap);
+			za_map_snap_end(m, &snap, true, pd_drop, &d);
+			continue;
+		}
+		d.nr_root = 0;
+		ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+		/* Pages not durable yet never leave with their node. */
+		before = za_map_bytes(m);
+		za_map_shrink(m, 0);
+		if (round % 5 == 3) {
+			for (i = 0; i < snap.nr_fresh; i++) {
+				struct spage *sp = &d.pages[snap.fresh[i]->pos];
+
+				sp->failed = true;
+				sp->live = false;
+				snap.fresh[i]->counted = false;
+				d.live_pages--;
+			}
+			za_map_snap_end(m, &snap, false, NULL, NULL);
+			check_all(m, r);
+			continue;
+		}
+		za_map_snap_end(m, &snap, true, pd_drop, &d);
+		m2 = pd_load(&d);
+		check_all(m2, r);
+		za_map_free(m2);
+		/* Now down to a random target, often nothing. */
+		before = za_map_bytes(m);
+		target = rnd() % 3 ? 0 : rnd() % (before + 1);
+		after = za_map_shrink(m, target);
+		if (!target && za_map_extents(m) >= 2000) {
+			ck_assert(!za_map_whole(m));
+			ck_assert_uint_lt(after, before / 8);
+			emptied = true;
+		}
+		if (target)
+			ck_assert_uint_le(after,
+					  target > 100000 ? target : before);
+		check_all(m, r);
+	}
+	check_all(m, r);
+	if (sh->nblk == NBLK_MAX)
+		ck_assert(emptied);
+	ck_assert_uint_gt(cache_fills, 0);
+	za_map_free(m);
+	pre_op = NULL;
+	check_coalesced = true;
+	for (i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
+/* Filling refuses what does not fit the node it is for. */
+START_TEST(test_cache_fill_refused)
+{
+	struct pdrive d = { 0 };
+	struct za_map *m;
+	struct za_map_snap snap;
+	struct za_map_page *pg;
+	struct za_map_loc loc = { .kind = ZA_MAP_DATA, .group = 3 };
+	struct za_map_ext e[ZA_MAP_LEAF_CAP];
+	struct za_map_ref c[2];
+	uint64_t lba;
+	const struct spage *sp;
+
+	ck_assert_int_eq(za_map_new(&m), 0);
+	/* 200 leaves of one-block extents, two blocks apart. */
+	for (lba = 0; lba < 2 * 64 * 200; lba += 2) {
+		loc.pos = 5 * lba;
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+	}
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	ck_assert(!za_map_whole(m));
+	pg = za_map_need(m, 1000, 1, false);
+	ck_assert_ptr_nonnull(pg);
+	ck_assert(pg->dir);
+	sp = &d.pages[pg->pos];
+	ck_assert_uint_ge(sp->n, 2);
+	/* A leaf's content for a directory node, a child missing, a range
+	 * not the node's, children out of order. */
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, e, 1), -ESTALE);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, sp->c, sp->n - 1, true),
+			 -EBADMSG);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, sp->c + 1, sp->n - 1, true),
+			 -EBADMSG);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, sp->c, 0, true), -EBADMSG);
+	c[0] = sp->c[0];
+	c[1] = sp->c[sp->n - 1];
+	c[1].lo = c[0].lo;
+	ck_assert_int_eq(za_map_fill_dir(m, pg, c, 2, true), -EBADMSG);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, sp->c, sp->n, true), 0);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, sp->c, sp->n, true), -EALREADY);
+	pg = za_map_need(m, 1000, 1, false);
+	ck_assert_ptr_nonnull(pg);
+	ck_assert(!pg->dir);
+	sp = &d.pages[pg->pos];
+	memcpy(e, sp->e, sp->n * sizeof(*e));
+	/* A buffer, an extent too many, a range not the leaf's. */
+	e[1].loc.kind = ZA_MAP_BUFFER;
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, e, sp->n), -EBADMSG);
+	e[1].loc.kind = ZA_MAP_DATA;
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, e, sp->n - 1), -EBADMSG);
+	e[0].lba++;
+	e[0].len = 0;
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, e, sp->n), -EBADMSG);
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, sp->e, sp->n), 0);
+	ck_assert_int_eq(za_map_fill_leaf(m, pg, sp->e, sp->n), -EALREADY);
+	ck_assert_ptr_null(za_map_need(m, 1000, 1, false));
+	za_map_free(m);
+	for (size_t i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+}
+END_TEST
+
+/* An operation's seams: a set up to a leaf out of memory asks for it
+ * (its cut falls on that leaf's first block), a walk up to it does not. */
+START_TEST(test_cache_seams)
+{
+	struct pdrive d = { 0 };
+	struct za_map *m;
+	struct za_map_snap snap;
+	struct za_map_loc loc = { .kind = ZA_MAP_DATA, .group = 3 };
+	struct za_map_page *pg;
+	struct ref *r = calloc(1, sizeof(*r));
+	uint64_t lba;
+
+	NBLK = 4096;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	/* Full leaves of one-block extents at even blocks: the second leaf
+	 * starts at block 128. */
+	for (lba = 0; lba < 2 * 64 * 20; lba += 2) {
+		loc.pos = 5 * lba;
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos;
+	}
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	cache_drive = &d;
+	cache_pre(m, 120, 8, false);
+	ck_assert_ptr_null(za_map_need(m, 120, 8, false));
+	pg = za_map_need(m, 120, 8, true);
+	ck_assert_ptr_nonnull(pg);
+	ck_assert(!pg->dir);
+	ck_assert_uint_eq(d.pages[pg->pos].lo, 128);
+	cache_pre(m, 120, 8, true);
+	/* Over a whole extent and a hole; blocks 120..127 change. */
+	loc.pos = 777;
+	ck_assert_int_eq(za_map_set(m, 121, 7, &loc, on_dead, NULL), 0);
+	for (lba = 121; lba < 128; lba++) {
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos + lba - 121;
+	}
+	pre_op = cache_pre;
+	check_coalesced = false;
+	check_all(m, r);
+	pre_op = NULL;
+	check_coalesced = true;
+	za_map_free(m);
+	for (size_t i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("map");
@@ -576,6 +844,10 @@ int main(void)
 	tcase_add_loop_test(tc, test_pages_against_model, 0,
 			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_pages_load_refused);
+	tcase_add_loop_test(tc, test_cache_against_model, 0,
+			    (int)(sizeof(shapes) / sizeof(shapes[0])));
+	tcase_add_test(tc, test_cache_fill_refused);
+	tcase_add_test(tc, test_cache_seams);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
