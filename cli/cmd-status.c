@@ -270,7 +270,8 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"anchor_mismatches\":%llu,\"pages\":%llu,"
 		"\"pages_written\":%llu,\"pages_cleaned\":%llu},"
 		"\"recovered_stripes\":%llu,\"recovery\":{\"table\":%s,"
-		"\"zones\":%llu,\"headers\":%llu,\"table_segments\":%llu}}",
+		"\"zones\":%llu,\"headers\":%llu,\"table_segments\":%llu,"
+		"\"counts\":%llu,\"count_mismatches\":%llu}}",
 		(unsigned long long)v->live_bytes,
 		(unsigned long long)v->read_bytes,
 		(unsigned long long)v->written_bytes,
@@ -322,6 +323,12 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 					     0),
 		(unsigned long long)(v->has_recovery_table_segments ?
 					     v->recovery_table_segments :
+					     0),
+		(unsigned long long)(v->has_recovery_counts ?
+					     v->recovery_counts :
+					     0),
+		(unsigned long long)(v->has_recovery_count_mismatches ?
+					     v->recovery_count_mismatches :
 					     0));
 }
 

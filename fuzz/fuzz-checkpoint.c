@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * fuzz-checkpoint.c - fuzz target: the checkpoint codec (checkpoint.h,
- * versions 1 to 3): za_ckpt_block_decode() on up to four 4 KiB blocks
+ * versions 1 to 4): za_ckpt_block_decode() on up to four 4 KiB blocks
  * read from a drive, then za_ckpt_reader_add()/done() over the parts that
  * decoded, in the order given, as recovery assembles a checkpoint.
  *
@@ -16,11 +16,12 @@
  *
  * Oracles: decode returns only its documented errors; a part that decodes
  * encodes back to the same 4096 bytes (canonical) and its header and
- * records obey the format (its version's rules: table parts, version 3's
- * map totals; ranges inside the volume; map records first, of the types
- * its version holds, and increasing); a checkpoint the reader accepts
- * whole has exactly the records its header announces, its map records
- * increasing across parts.
+ * records obey the format (its version's rules: table parts, versions 3
+ * and 4's map totals; ranges inside the volume; map records first, of the
+ * types its version holds, and increasing; version 4's count records
+ * last, their groups increasing); a checkpoint the reader accepts whole
+ * has exactly the records its header announces, its map records and its
+ * count records' groups increasing across parts.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -44,39 +45,53 @@ static void check_part(const uint8_t *blk, const struct za_ckpt_hdr *h,
 		       const struct za_ckpt_rec *recs)
 {
 	uint64_t idx = (uint64_t)h->part * ZA_CKPT_RECS_PER_BLOCK, end = 0;
+	uint64_t group = 0;
+	bool paged = h->version >= 3;
 	uint8_t *again;
 	uint32_t i;
 
 	ZA_FUZZ_CHECK(h->id && h->size_blocks &&
 			      h->size_blocks <= ZA_CKPT_MAX_SIZE_BLOCKS,
 		      "a decoded part has an id or size out of range");
-	ZA_FUZZ_CHECK(h->part < h->nr_parts &&
-			      h->nr_parts == za_ckpt_nr_parts(h->nr_extents,
-							      h->nr_unmaps),
-		      "a decoded part's numbering does not add up");
+	ZA_FUZZ_CHECK(
+		h->part < h->nr_parts &&
+			h->nr_parts ==
+				za_ckpt_nr_parts(h->nr_extents,
+						 h->nr_unmaps + h->nr_counts),
+		"a decoded part's numbering does not add up");
 	ZA_FUZZ_CHECK(h->nr_recs <= ZA_CKPT_RECS_PER_BLOCK,
 		      "more records than a part holds");
-	ZA_FUZZ_CHECK(h->version >= 1 && h->version <= 3 &&
+	ZA_FUZZ_CHECK(h->version >= 1 && h->version <= 4 &&
 			      (h->version == 1) == !h->nr_table_parts,
 		      "a decoded part's version or table parts are off");
-	if (h->version == 3)
+	ZA_FUZZ_CHECK(h->version == 4 || !h->nr_counts,
+		      "count records before version 4");
+	if (paged)
 		ZA_FUZZ_CHECK(h->nr_extents <= h->nr_map_extents &&
 				      h->nr_map_extents <= h->size_blocks &&
 				      h->map_levels <= ZA_MPAGE_MAX_LEVEL &&
 				      !h->map_levels == !h->nr_map_extents &&
 				      (!h->map_levels || h->nr_extents),
-			      "a version 3 part's map totals are off");
+			      "a version 3 or 4 part's map totals are off");
 	else
 		ZA_FUZZ_CHECK(!h->nr_map_extents && !h->map_levels,
 			      "map totals in a version 1 or 2 part");
 	for (i = 0; i < h->nr_recs; i++, idx++) {
 		const struct za_ckpt_rec *r = &recs[i];
 
+		if (idx >= h->nr_extents + h->nr_unmaps) {
+			ZA_FUZZ_CHECK(r->type == ZA_CKPT_REC_COUNT && !r->lba &&
+					      !r->pos && r->nr_blocks &&
+					      r->group > group,
+				      "a bad count record");
+			group = r->group;
+			continue;
+		}
 		ZA_FUZZ_CHECK(r->nr_blocks && r->lba < h->size_blocks &&
 				      r->nr_blocks <= h->size_blocks - r->lba,
 			      "a decoded record is outside the volume");
 		if (idx < h->nr_extents) {
-			if (h->version == 3)
+			if (paged)
 				ZA_FUZZ_CHECK(r->type == ZA_CKPT_REC_PAGE &&
 						      r->pos != UINT64_MAX,
 					      "a bad page record");
@@ -107,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct za_ckpt_rec recs[ZA_CKPT_RECS_PER_BLOCK];
 	struct za_ckpt_reader rd;
 	struct za_ckpt_hdr h;
-	uint64_t extents = 0, unmaps = 0, end = 0;
+	uint64_t extents = 0, unmaps = 0, counts = 0, end = 0, group = 0;
 	size_t nr, i, len;
 	uint8_t mode, *blk;
 	bool ok = true;
@@ -156,6 +171,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				unmaps++;
 				continue;
 			}
+			if (recs[k].type == ZA_CKPT_REC_COUNT) {
+				ZA_FUZZ_CHECK(recs[k].group > group,
+					      "the reader took count records "
+					      "going backwards");
+				group = recs[k].group;
+				counts++;
+				continue;
+			}
 			ZA_FUZZ_CHECK(
 				recs[k].lba >= end,
 				"the reader took map records going backwards");
@@ -166,6 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ok && za_ckpt_reader_done(&rd) == 0)
 		ZA_FUZZ_CHECK(extents == rd.first.nr_extents &&
 				      unmaps == rd.first.nr_unmaps &&
+				      counts == rd.first.nr_counts &&
 				      rd.next_part == rd.first.nr_parts,
 			      "the reader took a checkpoint whose counts are "
 			      "off");

@@ -342,6 +342,8 @@ static uint32_t ck_table_parts;
 static int ck_v3;
 static uint64_t ck_map_extents;
 static uint8_t ck_map_levels;
+/* Version 4 (with ck_v3): so many count records after the unmaps. */
+static uint64_t ck_counts;
 
 static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 			  uint64_t extents, uint64_t unmaps)
@@ -349,7 +351,8 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 	struct za_ckpt_writer *w = malloc(sizeof(*w));
 	uint64_t i, lba = size - extents * 3;
 
-	if (!w || za_ckpt_nr_parts(extents, unmaps) > 4 || size < extents * 3)
+	if (!w || za_ckpt_nr_parts(extents, unmaps + ck_counts) > 4 ||
+	    size < extents * 3)
 		die("ckpt_make");
 	if (za_ckpt_writer_init(w, id, 1000 + id, size, extents, unmaps,
 				blocks))
@@ -359,11 +362,19 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 		w->h.version = 3;
 		w->h.nr_map_extents = ck_map_extents;
 		w->h.map_levels = ck_map_levels;
+		if (ck_counts) {
+			w->h.version = 4;
+			w->h.nr_counts = ck_counts;
+		}
 	}
-	for (i = 0; i < extents + unmaps; i++) {
+	for (i = 0; i < extents + unmaps + ck_counts; i++) {
 		struct za_ckpt_rec r = { 0 };
 
-		if (i < extents) {
+		if (i >= extents + unmaps) {
+			r.type = ZA_CKPT_REC_COUNT;
+			r.group = 1 + 3 * (i - extents - unmaps);
+			r.nr_blocks = 1 + ck_rnd() % 3000;
+		} else if (i < extents) {
 			r.type = ck_rnd() % 3 ? ZA_CKPT_REC_DATA :
 						ZA_CKPT_REC_JOURNAL;
 			if (ck_v3)
@@ -385,7 +396,7 @@ static uint32_t ckpt_make(uint8_t *blocks, uint64_t id, uint64_t size,
 	if (za_ckpt_writer_finish(w))
 		die("za_ckpt_writer_finish");
 	free(w);
-	return za_ckpt_nr_parts(extents, unmaps);
+	return za_ckpt_nr_parts(extents, unmaps + ck_counts);
 }
 
 /*
@@ -436,6 +447,37 @@ static void seeds_checkpoint_v3(void)
 	n = ckpt_make(a, 9, 1u << 16, 0, 30);
 	seed("checkpoint", "v3-empty-map", 0, a,
 	     trim_zeroes(a, n * ZA_CKPT_BLOCK_BYTES));
+	/* Version 4: counts after the unmaps, their number at 88. */
+	ck_map_extents = 12000;
+	ck_map_levels = 2;
+	ck_counts = 90;
+	n = ckpt_make(a, 10, 1u << 20, 150, 20);
+	seed("checkpoint", "v4-counts", 0, a, n * ZA_CKPT_BLOCK_BYTES);
+	{
+		static const struct {
+			const char *name;
+			unsigned off, len;
+			uint64_t val;
+		} v4breaks[] = {
+			{ "v4-reserved-87", 87, 1, 1 },
+			{ "v4-counts-fewer", 88, 8, 89 },
+			{ "v4-count-zero", 96 + 40 * 70 + 16, 8, 0 },
+			{ "v4-count-lba", 96 + 40 * 70 + 8, 8, 1 },
+			{ "v4-count-group-backwards", 96 + 40 * 71 + 24, 8, 1 },
+		};
+
+		/* Part 1 holds unmaps 50..69 then counts from record 70. */
+		for (i = 0; i < sizeof(v4breaks) / sizeof(v4breaks[0]); i++) {
+			memcpy(b, a + ZA_CKPT_BLOCK_BYTES, ZA_CKPT_BLOCK_BYTES);
+			etab_put(b + v4breaks[i].off, v4breaks[i].len,
+				 v4breaks[i].val);
+			seed("checkpoint", v4breaks[i].name, 1, b,
+			     ZA_CKPT_BLOCK_BYTES);
+		}
+	}
+	ck_counts = 0;
+	ck_map_extents = 0;
+	ck_map_levels = 0;
 	ck_v3 = 0;
 	ck_table_parts = 0;
 	ck_rng = rng_saved;

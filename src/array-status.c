@@ -61,6 +61,8 @@ static void volume_status(const struct za_volume *v,
 	o->checkpoint_pages = vs.checkpoint_pages;
 	o->checkpoint_pages_written = vs.checkpoint_pages_written;
 	o->checkpoint_pages_cleaned = vs.checkpoint_pages_cleaned;
+	o->recovery_counts = vs.recovery_counts_checked;
+	o->recovery_count_mismatches = vs.recovery_count_mismatches;
 }
 
 /* What every kind of job shows, from the job core's progress. */

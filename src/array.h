@@ -147,6 +147,8 @@ struct za_array_volume_status {
 	 * again to clean the checkpoint stream (za_volume_stats). */
 	uint64_t checkpoint_pages, checkpoint_pages_written;
 	uint64_t checkpoint_pages_cleaned;
+	/* The checkpoint's counts compared at recovery, and mismatches. */
+	uint64_t recovery_counts, recovery_count_mismatches;
 };
 
 struct za_array_job_status {

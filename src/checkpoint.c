@@ -29,15 +29,24 @@
  * encoding. Version 3 adds nr_map_extents at 72 and map_levels at 80, and
  * its map records are page records, the root of a paged map (mpage.h):
  * it is written only when asked for (h.version = 3), and always with an
- * engine table.
+ * engine table. Version 4 is version 3 with nr_counts at 88 and as many
+ * count records after the unmap records (asked for as h.version = 4).
  */
 #define CKPT_V3 3u
+#define CKPT_V4 4u
 #define CKPT_CRC_OFF 12u
 #define CKPT_TABLE_OFF 68u
 #define CKPT_MAP_EXTENTS_OFF 72u
 #define CKPT_MAP_LEVELS_OFF 80u
-/* Where each version's reserved header bytes start, to byte 96. */
-static const uint32_t reserved_off[] = { 0, 68, 72, 81 };
+#define CKPT_COUNTS_OFF 88u
+/* Where each version's reserved header bytes start, and end. */
+static const uint32_t reserved_off[] = { 0, 68, 72, 81, 81 };
+static const uint32_t reserved_end[] = { 0, 96, 96, 96, 88 };
+
+static uint64_t nr_recs_all(const struct za_ckpt_hdr *h)
+{
+	return h->nr_extents + h->nr_unmaps + h->nr_counts;
+}
 
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
 {
@@ -56,7 +65,7 @@ uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps)
 /* Records part @part holds in a canonical encoding. */
 static uint32_t recs_in_part(const struct za_ckpt_hdr *h, uint32_t part)
 {
-	uint64_t total = h->nr_extents + h->nr_unmaps;
+	uint64_t total = nr_recs_all(h);
 	uint64_t first = (uint64_t)part * ZA_CKPT_RECS_PER_BLOCK;
 
 	if (first >= total)
@@ -67,14 +76,20 @@ static uint32_t recs_in_part(const struct za_ckpt_hdr *h, uint32_t part)
 }
 
 /*
- * The version @h is written as, and was read as when decoded: 3 when
- * asked for; else 2 with an engine table, 1 without.
+ * The version @h is written as, and was read as when decoded: 3 or 4
+ * when asked for; else 2 with an engine table, 1 without.
  */
 static uint32_t hdr_version(const struct za_ckpt_hdr *h)
 {
-	if (h->version == CKPT_V3)
-		return CKPT_V3;
+	if (h->version == CKPT_V3 || h->version == CKPT_V4)
+		return h->version;
 	return h->nr_table_parts ? 2 : 1;
+}
+
+/* Versions 3 and 4 hold a paged map. */
+static bool hdr_paged(const struct za_ckpt_hdr *h)
+{
+	return hdr_version(h) >= CKPT_V3;
 }
 
 /*
@@ -102,14 +117,16 @@ static int hdr_check(const struct za_ckpt_hdr *h)
 
 	if (!h->id || !h->size_blocks ||
 	    h->size_blocks > ZA_CKPT_MAX_SIZE_BLOCKS ||
-	    h->nr_extents > h->size_blocks)
+	    h->nr_extents > h->size_blocks ||
+	    h->nr_counts > ZA_CKPT_MAX_COUNTS ||
+	    (version != CKPT_V4 && h->nr_counts))
 		return -EBADMSG;
-	parts = za_ckpt_nr_parts(h->nr_extents, h->nr_unmaps);
+	parts = za_ckpt_nr_parts(h->nr_extents, h->nr_unmaps + h->nr_counts);
 	if (!parts || h->nr_parts != parts || h->part >= parts ||
 	    h->nr_recs != recs_in_part(h, h->part) ||
 	    h->nr_table_parts > ZA_CKPT_MAX_TABLE_PARTS)
 		return -EBADMSG;
-	if (version == CKPT_V3)
+	if (version >= CKPT_V3)
 		return h->nr_table_parts ? map_check(h) : -EBADMSG;
 	/* Versions 1 and 2 list the extents themselves. */
 	return h->nr_map_extents || h->map_levels ? -EBADMSG : 0;
@@ -139,6 +156,18 @@ static int rec_check(const struct za_ckpt_rec *r, uint64_t size_blocks)
 	return -EBADMSG;
 }
 
+/* A count record alone, after one for @*prev (0: the first): 0 and
+ * *@prev its group, or -EBADMSG. */
+static int count_check(const struct za_ckpt_rec *r, uint64_t *prev)
+{
+	if (r->type != ZA_CKPT_REC_COUNT || r->lba || r->pos || !r->nr_blocks ||
+	    r->nr_blocks > ZA_CKPT_MAX_SIZE_BLOCKS || !r->group ||
+	    r->group <= *prev)
+		return -EBADMSG;
+	*prev = r->group;
+	return 0;
+}
+
 int za_ckpt_map_rec_check(const struct za_ckpt_rec *r, bool pages,
 			  uint64_t size_blocks, uint64_t *end)
 {
@@ -161,8 +190,8 @@ static int recs_check(const struct za_ckpt_hdr *h,
 		      const struct za_ckpt_rec *recs)
 {
 	uint64_t idx = (uint64_t)h->part * ZA_CKPT_RECS_PER_BLOCK;
-	bool pages = hdr_version(h) == CKPT_V3;
-	uint64_t end = 0;
+	bool pages = hdr_paged(h);
+	uint64_t end = 0, group = 0;
 	uint32_t i;
 
 	for (i = 0; i < h->nr_recs; i++, idx++) {
@@ -171,6 +200,11 @@ static int recs_check(const struct za_ckpt_hdr *h,
 		if (idx < h->nr_extents) {
 			if (za_ckpt_map_rec_check(r, pages, h->size_blocks,
 						  &end))
+				return -EBADMSG;
+			continue;
+		}
+		if (idx >= h->nr_extents + h->nr_unmaps) {
+			if (count_check(r, &group))
 				return -EBADMSG;
 			continue;
 		}
@@ -243,6 +277,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 	za_put_le32(blk + CKPT_TABLE_OFF, h->nr_table_parts);
 	za_put_le64(blk + CKPT_MAP_EXTENTS_OFF, h->nr_map_extents);
 	blk[CKPT_MAP_LEVELS_OFF] = h->map_levels;
+	za_put_le64(blk + CKPT_COUNTS_OFF, h->nr_counts);
 	za_ckpt_recs_put(blk + ZA_CKPT_HDR_BYTES, recs, h->nr_recs);
 	za_put_le32(blk + CKPT_CRC_OFF, block_crc(blk));
 	return 0;
@@ -260,12 +295,13 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	if (len < 12)
 		return -EBADMSG;
 	version = za_get_le32(blk + 8);
-	if (version < 1 || version > CKPT_V3)
+	if (version < 1 || version > CKPT_V4)
 		return -EPROTONOSUPPORT;
 	resv = reserved_off[version];
 	if (len < ZA_CKPT_BLOCK_BYTES ||
 	    za_get_le32(blk + CKPT_CRC_OFF) != block_crc(blk) ||
-	    !za_all_zero(blk + resv, ZA_CKPT_HDR_BYTES - resv))
+	    !za_all_zero(blk + resv, reserved_end[version] - resv) ||
+	    (version < CKPT_V4 && !za_all_zero(blk + CKPT_COUNTS_OFF, 8)))
 		return -EBADMSG;
 	hh.id = za_get_le64(blk + 16);
 	hh.seq = za_get_le64(blk + 24);
@@ -281,6 +317,7 @@ int za_ckpt_block_decode(const uint8_t *blk, size_t len, struct za_ckpt_hdr *h,
 	hh.nr_map_extents =
 		version >= 3 ? za_get_le64(blk + CKPT_MAP_EXTENTS_OFF) : 0;
 	hh.map_levels = version >= 3 ? blk[CKPT_MAP_LEVELS_OFF] : 0;
+	hh.nr_counts = version >= 4 ? za_get_le64(blk + CKPT_COUNTS_OFF) : 0;
 	/* The version it would be written as: a version 2 part without an
 	 * engine table is not canonical. */
 	if (hdr_check(&hh) || hdr_version(&hh) != version ||
@@ -314,15 +351,21 @@ int za_ckpt_reader_add(struct za_ckpt_reader *r, const struct za_ckpt_hdr *h,
 		 h->nr_table_parts != f->nr_table_parts ||
 		 hdr_version(h) != hdr_version(f) ||
 		 h->nr_map_extents != f->nr_map_extents ||
-		 h->map_levels != f->map_levels)
+		 h->map_levels != f->map_levels || h->nr_counts != f->nr_counts)
 		return -EBADMSG;
 	for (i = 0; i < h->nr_recs; i++) {
 		if (recs[i].type == ZA_CKPT_REC_UNMAP) {
 			r->unmaps++;
 			continue;
 		}
-		/* The check recs_check() made within the part, across. */
-		if (za_ckpt_map_rec_check(&recs[i], hdr_version(h) == CKPT_V3,
+		/* The checks recs_check() made within the part, across. */
+		if (recs[i].type == ZA_CKPT_REC_COUNT) {
+			if (count_check(&recs[i], &r->count_group))
+				return -EBADMSG;
+			r->counts++;
+			continue;
+		}
+		if (za_ckpt_map_rec_check(&recs[i], hdr_paged(h),
 					  h->size_blocks, &r->end_lba))
 			return -EBADMSG;
 		r->extents++;
@@ -335,7 +378,7 @@ int za_ckpt_reader_done(const struct za_ckpt_reader *r)
 {
 	if (!r->next_part || r->next_part != r->first.nr_parts ||
 	    r->extents != r->first.nr_extents ||
-	    r->unmaps != r->first.nr_unmaps)
+	    r->unmaps != r->first.nr_unmaps || r->counts != r->first.nr_counts)
 		return -EBADMSG;
 	return 0;
 }
@@ -359,6 +402,15 @@ int za_ckpt_writer_init(struct za_ckpt_writer *w, uint64_t id, uint64_t seq,
 	return w->error;
 }
 
+/* The parts, once the caller set nr_counts (version 4) after init. */
+static void writer_parts(struct za_ckpt_writer *w)
+{
+	w->h.nr_parts = za_ckpt_nr_parts(w->h.nr_extents,
+					 w->h.nr_unmaps + w->h.nr_counts);
+	if (!w->h.nr_parts || w->h.nr_counts > ZA_CKPT_MAX_COUNTS)
+		w->error = -EINVAL;
+}
+
 /* Encode the part being filled and check it against the ones before. */
 static int writer_flush(struct za_ckpt_writer *w)
 {
@@ -376,7 +428,9 @@ int za_ckpt_writer_add(struct za_ckpt_writer *w, const struct za_ckpt_rec *rec)
 {
 	if (w->error)
 		return w->error;
-	if (w->added == w->h.nr_extents + w->h.nr_unmaps) {
+	if (!w->added)
+		writer_parts(w);
+	if (w->error || w->added == nr_recs_all(&w->h)) {
 		w->error = -EINVAL;
 		return w->error;
 	}
@@ -388,7 +442,9 @@ int za_ckpt_writer_add(struct za_ckpt_writer *w, const struct za_ckpt_rec *rec)
 
 int za_ckpt_writer_finish(struct za_ckpt_writer *w)
 {
-	if (!w->error && w->added != w->h.nr_extents + w->h.nr_unmaps)
+	if (!w->error && !w->added)
+		writer_parts(w);
+	if (!w->error && w->added != nr_recs_all(&w->h))
 		w->error = -EINVAL;
 	/* The last part, unless the records filled it exactly. */
 	if (!w->error && w->h.part < w->h.nr_parts)

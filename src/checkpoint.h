@@ -11,7 +11,8 @@
  * of the map's page tree: each names a map page (mpage.h) of the level
  * below, a block of the checkpoint stream written before the parts, and
  * the header says how many levels of pages there are and how many extents
- * their leaves hold. Each part carries the whole header (version, id,
+ * their leaves hold. Version 4 adds count records after the unmap ones:
+ * a number per group that the owner keeps with the checkpoint. Each part carries the whole header (version, id,
  * sequence number covered, volume size, totals, part i of n) and its own
  * CRC, so a part is checked alone (za_ckpt_block_decode) and a whole
  * checkpoint is accepted only when every part is there, in order, and
@@ -47,7 +48,18 @@ enum za_ckpt_rec_type {
 	 * nr_blocks), a block of the checkpoint stream at (@group, @pos).
 	 */
 	ZA_CKPT_REC_PAGE = 4,
+	/*
+	 * Version 4, after the unmap records: the owner's count for group
+	 * @group, 1 to ZA_CKPT_MAX_SIZE_BLOCKS in @nr_blocks (lba and pos
+	 * 0), groups strictly increasing. The volume: a data or journal
+	 * group's live blocks as of S, a checkpoint-stream group's map pages
+	 * once this checkpoint is live (design.md 9.8).
+	 */
+	ZA_CKPT_REC_COUNT = 5,
 };
+
+/* Count records a checkpoint may hold. */
+#define ZA_CKPT_MAX_COUNTS (1ull << 40)
 
 struct za_ckpt_rec {
 	uint8_t type; /* enum za_ckpt_rec_type */
@@ -62,9 +74,10 @@ struct za_ckpt_rec {
 
 struct za_ckpt_hdr {
 	/*
-	 * 1 to 3, set by the decoder. To write version 3 set it to 3 (in a
-	 * writer's h after za_ckpt_writer_init(), before the first record);
-	 * any other value writes version 2 with table parts, 1 without.
+	 * 1 to 4, set by the decoder. To write version 3 or 4 set it so (in
+	 * a writer's h after za_ckpt_writer_init(), before the first
+	 * record); any other value writes version 2 with table parts, 1
+	 * without.
 	 */
 	uint32_t version;
 	uint64_t id; /* >= 1, increasing with every checkpoint of a volume */
@@ -93,11 +106,17 @@ struct za_ckpt_hdr {
 	 */
 	uint64_t nr_map_extents;
 	uint8_t map_levels;
+	/*
+	 * Version 4 (0 before), set like nr_table_parts: count records, after
+	 * the unmap records. Version 4 is otherwise version 3.
+	 */
+	uint64_t nr_counts;
 };
 /* Table parts a checkpoint may announce. */
 #define ZA_CKPT_MAX_TABLE_PARTS (1u << 24)
 
-/* Parts a checkpoint with these totals takes (>= 1); 0 if too many. */
+/* Parts a checkpoint with these totals takes (>= 1); 0 if too many. Count
+ * records (version 4) go with the unmaps: pass nr_unmaps + nr_counts. */
 uint32_t za_ckpt_nr_parts(uint64_t nr_extents, uint64_t nr_unmaps);
 
 /*
@@ -109,7 +128,7 @@ int za_ckpt_block_encode(const struct za_ckpt_hdr *h,
 			 const struct za_ckpt_rec *recs, uint8_t *blk);
 /*
  * Decode and check one part of @len bytes: magic (-ENOENT when absent:
- * not a checkpoint block), version (1 to 3, else -EPROTONOSUPPORT; a
+ * not a checkpoint block), version (1 to 4, else -EPROTONOSUPPORT; a
  * version 1 part announces no table parts, a version 2 or 3 part at
  * least one), length, CRC, every header field and record against its
  * range, the map records' type for the version (extents in 1 and 2, page
@@ -131,7 +150,9 @@ struct za_ckpt_reader {
 	struct za_ckpt_hdr first; /* part 0's header */
 	uint32_t next_part;
 	uint64_t extents, unmaps; /* records seen (extents: map records) */
+	uint64_t counts; /* count records seen */
 	uint64_t end_lba; /* end of the last map record seen */
+	uint64_t count_group; /* group of the last count record seen */
 };
 
 void za_ckpt_reader_init(struct za_ckpt_reader *r);

@@ -186,6 +186,9 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->checkpoint_pages = s->checkpoint_pages;
 	m->checkpoint_pages_written = s->checkpoint_pages_written;
 	m->checkpoint_pages_cleaned = s->checkpoint_pages_cleaned;
+	m->has_recovery_counts = m->has_recovery_count_mismatches = true;
+	m->recovery_counts = s->recovery_counts;
+	m->recovery_count_mismatches = s->recovery_count_mismatches;
 	return m;
 }
 

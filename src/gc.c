@@ -378,8 +378,10 @@ void vol_on_dead(void *priv, const struct za_map_loc *old, uint64_t n)
 		return;
 	}
 	l = vol_live_get(v, old->group, false);
-	if (l)
+	if (l) {
+		l->rec_delta -= (int64_t)n;
 		vol_live_add(v, l, -(int64_t)n);
+	}
 }
 
 /* ---- garbage collection ---- */

@@ -140,8 +140,10 @@ static void page_count(struct za_volume *v, struct za_map_page *pg, int d)
 
 	pg->counted = d > 0;
 	v->ck.pages_live += (uint64_t)(int64_t)d;
-	if (l)
+	if (l) {
+		l->pages += (uint64_t)(int64_t)d;
 		vol_live_add(v, l, d);
+	}
 }
 
 /* A page no live checkpoint names any more. */
@@ -180,6 +182,9 @@ static void ckpt_pages_end(struct za_volume *v, bool live)
 	c->root = NULL;
 	free(c->unmaps);
 	c->unmaps = NULL;
+	free(c->counts);
+	c->counts = NULL;
+	c->nr_counts = 0;
 	free(c->tblocks);
 	c->tblocks = NULL;
 	c->nr_pages = c->nr_leaves = c->next_page = c->done_pages = 0;
@@ -738,6 +743,90 @@ static int ckpt_add_extent(void *priv, uint64_t lba, uint64_t n,
 
 /* The parts: the root of the map's pages (or, whole, every extent) and
  * the unmap records, then the engine table. 0, or -errno (logged). */
+static int count_cmp(const void *a, const void *b)
+{
+	const struct za_ckpt_rec *x = a, *y = b;
+
+	return x->group < y->group ? -1 : x->group > y->group;
+}
+
+/*
+ * At the quiet point: every data and journal group's live blocks, as of
+ * S, for the count records (version 4). Recovery starts its counters
+ * from them and replays what came after (design.md 9.8).
+ */
+static int ckpt_counts_take(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	uint64_t n = 0;
+	struct live *l;
+	size_t i;
+
+	c->counts = malloc((v->lt.nr + 1) * sizeof(*c->counts));
+	if (!c->counts)
+		return -ENOMEM;
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
+			if (l->kind != LK_CKPT && l->blocks)
+				c->counts[n++] = (struct za_ckpt_rec){
+					.type = ZA_CKPT_REC_COUNT,
+					.nr_blocks = l->blocks,
+					.group = l->group,
+				};
+	c->nr_counts = n;
+	return 0;
+}
+
+/*
+ * Once the pages are placed: the checkpoint stream's groups' pages as
+ * they will be when this checkpoint is live - those counted now, the
+ * ones it wrote among them, less the ones it supersedes - joined to the
+ * counts taken at the quiet point, all by group.
+ */
+static int ckpt_census(struct za_volume *v)
+{
+	struct ckpt *c = &v->ck;
+	struct za_map_page *pg;
+	struct za_ckpt_rec *all, key = { 0 };
+	uint64_t n = c->nr_counts, i, j;
+	struct live *l;
+
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
+			n += l->kind == LK_CKPT && l->pages;
+	all = realloc(c->counts, (n + 1) * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	c->counts = all;
+	n = c->nr_counts;
+	for (i = 0; i < v->lt.size; i++)
+		for (l = v->lt.h[i]; l; l = l->next)
+			if (l->kind == LK_CKPT && l->pages)
+				all[n++] = (struct za_ckpt_rec){
+					.type = ZA_CKPT_REC_COUNT,
+					.nr_blocks = l->pages,
+					.group = l->group,
+				};
+	qsort(all, n, sizeof(*all), count_cmp);
+	for (pg = c->snap.superseded; pg; pg = pg->next) {
+		struct za_ckpt_rec *r;
+
+		if (!pg->counted)
+			continue;
+		key.group = pg->group;
+		r = bsearch(&key, all, n, sizeof(*all), count_cmp);
+		/* Counted pages are in their group's count. */
+		assert(r && r->nr_blocks);
+		if (r)
+			r->nr_blocks--;
+	}
+	for (i = j = 0; i < n; i++)
+		if (all[i].nr_blocks)
+			all[j++] = all[i];
+	c->nr_counts = j;
+	return 0;
+}
+
 static int ckpt_parts_encode(struct za_volume *v)
 {
 	struct ckpt *c = &v->ck;
@@ -746,8 +835,13 @@ static int ckpt_parts_encode(struct za_volume *v)
 	uint64_t i;
 	int ret;
 
+	if (!c->whole) {
+		ret = ckpt_census(v);
+		if (ret)
+			return ret;
+	}
 	parts = za_ckpt_nr_parts(c->whole ? c->map_extents : c->nr_root,
-				 c->nr_unmaps);
+				 c->nr_unmaps + c->nr_counts);
 	if (!parts)
 		return -EOVERFLOW;
 	w = malloc(sizeof(*w));
@@ -771,9 +865,10 @@ static int ckpt_parts_encode(struct za_volume *v)
 			ret = za_map_walk(v->map, 0, v->size_blocks,
 					  ckpt_add_extent, w);
 	} else {
-		w->h.version = 3;
+		w->h.version = 4;
 		w->h.nr_map_extents = c->map_extents;
 		w->h.map_levels = c->nr_root ? 2 : 0;
+		w->h.nr_counts = c->nr_counts;
 	}
 	for (i = 0; !ret && !c->whole && i < c->nr_root; i++) {
 		struct za_ckpt_rec r = {
@@ -789,6 +884,8 @@ static int ckpt_parts_encode(struct za_volume *v)
 	}
 	for (i = 0; !ret && i < c->nr_unmaps; i++)
 		ret = za_ckpt_writer_add(w, &c->unmaps[i]);
+	for (i = 0; !ret && i < c->nr_counts; i++)
+		ret = za_ckpt_writer_add(w, &c->counts[i]);
 	if (!ret)
 		ret = za_ckpt_writer_finish(w);
 	free(w);
@@ -963,6 +1060,8 @@ static int ckpt_snapshot(struct za_volume *v)
 				};
 	c->nr_unmaps = n;
 	c->map_extents = za_map_extents(v->map);
+	if (!c->whole && ckpt_counts_take(v))
+		goto err;
 	if (c->whole) {
 		ret = ckpt_parts_encode(v);
 		if (ret)
@@ -1166,7 +1265,46 @@ struct rec_vol {
 	 * places them with its parts). */
 	uint64_t *own_group, *own_pos;
 	uint32_t nr_own, cap_own;
+	/* Its count records (version 4), kept until the replay is done. */
+	struct za_ckpt_rec *counts;
+	uint64_t nr_counts, cap_counts;
+	bool counted;
 };
+
+/* A count record of the checkpoint being loaded. 0 or -ENOMEM. */
+static int rec_count_keep(struct rec_vol *rv, const struct za_ckpt_rec *r)
+{
+	if (rv->nr_counts == rv->cap_counts) {
+		uint64_t cap = rv->cap_counts ? 2 * rv->cap_counts : 256;
+		struct za_ckpt_rec *c = realloc(rv->counts, cap * sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		rv->counts = c;
+		rv->cap_counts = cap;
+	}
+	rv->counts[rv->nr_counts++] = *r;
+	return 0;
+}
+
+/* The checkpoint is loaded: each group it counts gets its count, and the
+ * replay's changes from here on are added to it. 0 or -ENOMEM. */
+static int rec_counts_apply(struct rec_vol *rv)
+{
+	uint64_t i;
+
+	for (i = 0; i < rv->nr_counts; i++) {
+		struct live *l = vol_live_get(rv->v, rv->counts[i].group, true);
+
+		if (!l)
+			return -ENOMEM;
+		l->rec_count = rv->counts[i].nr_blocks;
+		l->rec_listed = true;
+		l->rec_delta = 0;
+	}
+	rv->counted = true;
+	return 0;
+}
 
 static int rec_apply_unmap(struct rec_vol *rv,
 			   const struct za_recovered_stripe *rs)
@@ -1237,8 +1375,10 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
 		ret = za_map_set(v->map, lba, e - b, &loc, vol_on_dead, v);
 		if (ret)
 			return ret;
-		if (lv)
+		if (lv) {
+			lv->rec_delta += e - b;
 			vol_live_add(v, lv, e - b);
+		}
 	}
 	rv->stripes++;
 	return 0;
@@ -1407,6 +1547,8 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 	if (!drecs)
 		return -ENOMEM;
 	rv->nr_own = 0;
+	rv->nr_counts = 0;
+	rv->counted = false;
 	lrecs = drecs + ZA_MPAGE_MAX_RECS;
 	za_ckpt_reader_init(&rd);
 	for (part = 0; part < c->nr_parts && !ret; part++) {
@@ -1430,6 +1572,10 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 						   recs[i].nr_blocks);
 				continue;
 			}
+			if (recs[i].type == ZA_CKPT_REC_COUNT) {
+				ret = rec_count_keep(rv, &recs[i]);
+				continue;
+			}
 			if (recs[i].type == ZA_CKPT_REC_PAGE) {
 				ret = ckpt_load_dir(rv, c->id, &recs[i], drecs,
 						    lrecs, &extents);
@@ -1446,11 +1592,14 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 		ret = za_ckpt_reader_done(&rd);
 	if (!ret)
 		ret = za_map_load_end(v->map);
-	/* Version 3: the pages hold every extent the checkpoint counted. */
-	if (!ret && rd.first.version == 3 &&
+	/* Versions 3 and 4: the pages hold every extent the checkpoint
+	 * counted. */
+	if (!ret && rd.first.version >= 3 &&
 	    (extents != rd.first.nr_map_extents ||
 	     (rd.first.map_levels && rd.first.map_levels != 2)))
 		ret = -EBADMSG;
+	if (!ret && rd.first.version >= 4)
+		ret = rec_counts_apply(rv);
 	free(drecs);
 	if (ret) {
 		za_log_warn("recovery: checkpoint %llu (sequence %llu) is not "
@@ -2008,6 +2157,7 @@ static int rec_plan(void *priv)
 			    "is read",
 			    (unsigned long long)rv->an.ckpt_id);
 		rec_search_free(rv);
+		rv->counted = false;
 		return ckpt_unload(v);
 	}
 	if (ret)
@@ -2032,6 +2182,7 @@ static int rec_plan(void *priv)
 	}
 	/* Back to a full scan: the search starts again over everything. */
 	rec_search_free(rv);
+	rv->counted = false;
 	return ckpt_unload(v);
 }
 
@@ -2124,7 +2275,46 @@ static int rec_count_extent(void *priv, uint64_t lba, uint64_t n,
 	return 0;
 }
 
-static int rec_finish(struct za_volume *v)
+/*
+ * A version 4 checkpoint's counts, carried through the replay, against
+ * the counters rebuilt from the whole map (design.md 9.8): a data or
+ * journal group's live blocks, a checkpoint-stream group's map pages.
+ * Each difference is logged; the rebuilt counters stay.
+ */
+static void rec_counts_check(struct za_volume *v)
+{
+	size_t h;
+
+	for (h = 0; h < v->lt.size; h++) {
+		const struct live *l;
+
+		for (l = v->lt.h[h]; l; l = l->next) {
+			uint64_t want = l->rec_listed ? l->rec_count : 0;
+			uint64_t got = l->kind == LK_CKPT ? l->pages :
+							    l->blocks;
+
+			/* Orphans: mapped to groups the drives lost. */
+			if (l->kind == LK_UNKNOWN || l->kind == LK_OTHER)
+				continue;
+			if (l->kind != LK_CKPT)
+				want += (uint64_t)l->rec_delta;
+			v->st.recovery_counts_checked++;
+			if (want == got)
+				continue;
+			if (v->st.recovery_count_mismatches++ < 10)
+				za_log_warn(
+					"recovery: group %llu: the checkpoint "
+					"counts %llu %s, the map %llu",
+					(unsigned long long)l->group,
+					(unsigned long long)want,
+					l->kind == LK_CKPT ? "map pages" :
+							     "live blocks",
+					(unsigned long long)got);
+		}
+	}
+}
+
+static int rec_finish(struct za_volume *v, bool counted)
 {
 	struct rec_count rc = { .v = v };
 	uint64_t *ids;
@@ -2173,6 +2363,9 @@ static int rec_finish(struct za_volume *v)
 		za_log_warn("recovery: %llu blocks map to groups no longer on "
 			    "the drives; they will read as errors",
 			    (unsigned long long)rc.orphans);
+	v->st.recovery_counts_checked = v->st.recovery_count_mismatches = 0;
+	if (!ret && counted)
+		rec_counts_check(v);
 	return ret;
 }
 
@@ -2198,7 +2391,8 @@ int za_volume_recover(struct za_volume *v)
 	v->st.recovery_hdr_reads = es.rec_hdr_reads;
 	v->st.recovery_table_segs = es.rec_table_segs;
 	if (!ret)
-		ret = rec_finish(v);
+		ret = rec_finish(v, rv.counted);
+	free(rv.counts);
 	/*
 	 * Recomputed before any write is admitted: otherwise writes take the
 	 * last free segments of a volume restarted below the floor while GC,

@@ -73,6 +73,12 @@ enum live_kind { LK_UNKNOWN, LK_DATA, LK_JOURNAL, LK_CKPT, LK_OTHER };
 struct live {
 	uint64_t group;
 	uint64_t blocks;
+	uint64_t pages; /* of blocks: map pages of the tree (checkpoint stream) */
+	/* Recovery: the count the loaded checkpoint holds (version 4), and
+	 * what the replay added and took since (design.md 9.8). */
+	uint64_t rec_count;
+	int64_t rec_delta;
+	bool rec_listed;
 	struct urange *unmaps; /* unmap records this (journal) group holds */
 	unsigned nr_unmaps, cap_unmaps;
 	bool stuck; /* garbage collection could not move its data */
@@ -200,6 +206,10 @@ struct ckpt {
 	uint32_t nr_root;
 	struct za_ckpt_rec *unmaps; /* as of S */
 	uint64_t nr_unmaps;
+	/* Count records (version 4): the data and journal groups' live
+	 * blocks as of S, then (at the parts) the stream's pages. */
+	struct za_ckpt_rec *counts;
+	uint64_t nr_counts;
 	uint64_t map_extents; /* as of S */
 	uint8_t *tblocks; /* the engine table as of S */
 	uint32_t tparts;

@@ -262,6 +262,13 @@ struct za_volume_stats {
 	 */
 	bool recovery_table;
 	uint64_t recovery_zones, recovery_hdr_reads, recovery_table_segs;
+	/*
+	 * The last recovery, from a checkpoint of version 4: the groups
+	 * whose count it holds (live blocks; pages in the checkpoint
+	 * stream) were compared, after the replay, with what loading the
+	 * whole map and replaying gave, and so many differed (each logged).
+	 */
+	uint64_t recovery_counts_checked, recovery_count_mismatches;
 };
 void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st);
 

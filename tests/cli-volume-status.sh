@@ -13,9 +13,11 @@
 #    are 0, live_bytes is the same (rebuilt from the checkpoint the stop
 #    wrote: checkpoint.seq > 0), and that checkpoint is the one the
 #    superblocks name (checkpoint.anchored, no anchor_mismatches), whose
-#    map is in pages on the drives (checkpoint.pages > 0);
+#    map is in pages on the drives (checkpoint.pages > 0), and which kept
+#    every group's count: recovery.counts > 0, count_mismatches 0;
 #  - after 1 MiB more, a flush and SIGKILL, a restart replays stripes
-#    (recovered_stripes > 0) and live_bytes counts the new MiB too.
+#    (recovered_stripes > 0) and live_bytes counts the new MiB too; the
+#    checkpoint's counts carried through that replay are the map's.
 # live_bytes is what garbage collection keeps, so a counter rebuilt wrong
 # at assembly would show here before GC lost or leaked data over it.
 . "$(dirname "$0")/lib.sh"
@@ -77,6 +79,8 @@ expect 'd["volume"]["checkpoint"]["seq"] > 0' True "after a clean stop"
 expect 'd["volume"]["checkpoint"]["anchored"]' True "after a clean stop"
 expect 'd["volume"]["checkpoint"]["anchor_mismatches"]' 0 "after a clean stop"
 expect 'd["volume"]["checkpoint"]["pages"] > 0' True "after a clean stop"
+expect 'd["volume"]["recovery"]["counts"] > 0' True "after a clean stop"
+expect 'd["volume"]["recovery"]["count_mismatches"]' 0 "after a clean stop"
 qio -c "read -P 0 0 4M" -c "read -P 0xcd 4M 4M"
 pass "clean restart: live_bytes rebuilt from the checkpoint, data intact"
 
@@ -86,5 +90,7 @@ start_daemon
 expect 'd["volume"]["recovered_stripes"] > 0' True "after SIGKILL"
 expect 'd["volume"]["checkpoint"]["anchor_mismatches"]' 0 "after SIGKILL"
 expect 'd["volume"]["live_bytes"]' $((5 * MiB)) "after SIGKILL and replay"
+expect 'd["volume"]["recovery"]["counts"] > 0' True "after SIGKILL"
+expect 'd["volume"]["recovery"]["count_mismatches"]' 0 "after SIGKILL"
 qio -c "read -P 0xcd 4M 4M" -c "read -P 0xef 16M 1M"
 pass "SIGKILL: replayed stripes counted, live_bytes includes the replayed MiB"

@@ -337,7 +337,7 @@ START_TEST(test_fields_checked_behind_crc)
 		memcpy(b, saved, BLK);
 	}
 	/* The version is checked before anything else but the magic. */
-	za_put_le32(b + 8, 4);
+	za_put_le32(b + 8, 5);
 	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got),
 			 -EPROTONOSUPPORT);
 	za_put_le32(b + 8, 0);
@@ -1005,6 +1005,186 @@ START_TEST(test_writer_refuses_bad_input)
 }
 END_TEST
 
+/*
+ * Version 4: a version 3 checkpoint with count records after the unmap
+ * records. Encoded with @nr_counts counts (groups 3, 5, 7, ...) into new
+ * blocks; *@parts set; *@all the records in order (the caller frees).
+ */
+static uint8_t *encode_v4(const struct v3_shape *v, uint64_t nr_counts,
+			  uint64_t id, uint32_t *parts,
+			  struct za_ckpt_rec **all)
+{
+	struct za_ckpt_rec *r = make_v3_recs(v);
+	uint64_t n = v->s.extents + v->s.unmaps, i;
+	struct za_ckpt_writer w;
+	uint8_t *blocks;
+
+	r = realloc(r, (n + nr_counts + 1) * sizeof(*r));
+	ck_assert_ptr_nonnull(r);
+	for (i = 0; i < nr_counts; i++)
+		r[n + i] = (struct za_ckpt_rec){ .type = ZA_CKPT_REC_COUNT,
+						 .nr_blocks = 1 + rnd() % 5000,
+						 .group = 3 + 2 * i };
+	*parts = za_ckpt_nr_parts(v->s.extents, v->s.unmaps + nr_counts);
+	blocks = malloc((size_t)*parts * BLK);
+	ck_assert_ptr_nonnull(blocks);
+	ck_assert_int_eq(za_ckpt_writer_init(&w, id, 900 + id, v->s.size_blocks,
+					     v->s.extents, v->s.unmaps, blocks),
+			 0);
+	w.h.version = 4;
+	w.h.nr_table_parts = 1;
+	w.h.nr_map_extents = v->map_extents;
+	w.h.map_levels = v->levels;
+	w.h.nr_counts = nr_counts;
+	for (i = 0; i < n + nr_counts; i++)
+		ck_assert_int_eq(za_ckpt_writer_add(&w, &r[i]), 0);
+	ck_assert_int_eq(za_ckpt_writer_finish(&w), 0);
+	*all = r;
+	return blocks;
+}
+
+/* Version 4 through the writer, the decoder and the reader, for every
+ * version 3 shape with 0, 1 and 250 counts. */
+START_TEST(test_v4_round_trip)
+{
+	static const uint64_t counts[] = { 0, 1, 250 };
+	const struct v3_shape *v = &v3_shapes[_i];
+	unsigned c;
+
+	rng = 1600 + (uint64_t)_i;
+	for (c = 0; c < 3; c++) {
+		struct za_ckpt_rec *r;
+		struct za_ckpt_reader rd;
+		struct za_ckpt_hdr h;
+		uint8_t *blocks;
+		uint32_t parts, p;
+		uint64_t idx = 0;
+
+		blocks = encode_v4(v, counts[c], 21, &parts, &r);
+		za_ckpt_reader_init(&rd);
+		for (p = 0; p < parts; p++) {
+			uint8_t *b = blocks + (size_t)p * BLK;
+
+			ck_assert_uint_eq(za_get_le32(b + 8), 4);
+			ck_assert(za_all_zero(b + 81, 7));
+			ck_assert_uint_eq(za_get_le64(b + 88), counts[c]);
+			check_part(b, r, &idx, &rd, &h);
+			ck_assert_uint_eq(h.version, 4);
+			ck_assert_uint_eq(h.nr_counts, counts[c]);
+			ck_assert_uint_eq(h.map_levels, v->levels);
+		}
+		ck_assert_uint_eq(idx, v->s.extents + v->s.unmaps + counts[c]);
+		ck_assert_int_eq(za_ckpt_reader_done(&rd), 0);
+		ck_assert_uint_eq(rd.counts, counts[c]);
+		free(blocks);
+		free(r);
+	}
+}
+END_TEST
+
+/* A version 4 part's own rules behind a valid CRC, and every bit flip. */
+START_TEST(test_v4_fields_checked_behind_crc)
+{
+	/* 30 page records, 3 unmaps, 20 counts: records 33 to 52. */
+	const struct v3_shape v = { { "x", 30, 3, 100000, 0 }, 3000, 2 };
+	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_hdr h;
+	uint8_t *b, saved[BLK];
+	uint32_t parts;
+	unsigned i, off;
+	const unsigned c0 = 96 + 40 * 33, c1 = c0 + 40;
+	const struct {
+		const char *what;
+		unsigned off, len;
+		uint64_t val;
+		int ok;
+	} cases[] = {
+		{ "a count with an lba", c0 + 8, 8, 1, 0 },
+		{ "a count with a position", c0 + 32, 8, 1, 0 },
+		{ "a count of zero", c0 + 16, 8, 0, 0 },
+		{ "a count past the largest volume", c0 + 16, 8,
+		  ZA_CKPT_MAX_SIZE_BLOCKS + 1, 0 },
+		{ "the largest count", c0 + 16, 8, ZA_CKPT_MAX_SIZE_BLOCKS, 1 },
+		{ "a count of group 0", c0 + 24, 8, 0, 0 },
+		{ "counts not increasing", c1 + 24, 8, 3, 0 },
+		{ "counts increasing by one", c1 + 24, 8, 4, 1 },
+		{ "an unmap among counts", c1, 1, ZA_CKPT_REC_UNMAP, 0 },
+		{ "a count among unmaps", 96 + 40 * 32, 1, ZA_CKPT_REC_COUNT,
+		  0 },
+		{ "a count among page records", 96, 1, ZA_CKPT_REC_COUNT, 0 },
+		{ "one count fewer", 88, 8, 19, 0 },
+		{ "as version 3", 8, 4, 3, 0 },
+	};
+
+	rng = 1700;
+	b = encode_v4(&v, 20, 22, &parts, &r);
+	ck_assert_uint_eq(parts, 1);
+	ck_assert_int_eq(za_ckpt_block_decode(b, BLK, &h, got), 0);
+	memcpy(saved, b, BLK);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		poke(b, cases[i].off, cases[i].len, cases[i].val);
+		ck_assert_msg(za_ckpt_block_decode(b, BLK, &h, got) ==
+				      (cases[i].ok ? 0 : -EBADMSG),
+			      "%s: %s", cases[i].what,
+			      cases[i].ok ? "refused" : "accepted");
+		memcpy(b, saved, BLK);
+	}
+	for (off = 81; off < 88; off++) {
+		b[off] = 0x20;
+		fix_crc(b);
+		ck_assert_msg(za_ckpt_block_decode(b, BLK, &h, got) == -EBADMSG,
+			      "byte %u is reserved but was accepted", off);
+		memcpy(b, saved, BLK);
+	}
+	check_flips(b, "v4", 0);
+	free(b);
+	free(r);
+}
+END_TEST
+
+/* Across parts the counts go on increasing, and come whole. */
+START_TEST(test_v4_reader_across_parts)
+{
+	const struct v3_shape v = { { "x", 150, 10, 1u << 20, 0 }, 9000, 2 };
+	struct za_ckpt_rec *r, got[ZA_CKPT_RECS_PER_BLOCK];
+	struct za_ckpt_reader rd;
+	struct za_ckpt_hdr h;
+	uint8_t *b;
+	uint32_t parts, p;
+
+	rng = 1800;
+	/* Parts: 100 pages; 50 pages, 10 unmaps, 40 counts; 100; 60. */
+	b = encode_v4(&v, 200, 23, &parts, &r);
+	ck_assert_uint_eq(parts, 4);
+	/* The first count of part 2 made no greater than the last of part
+	 * 1: each part is fine alone, the reader refuses them together. */
+	poke(b + 2 * BLK, 96 + 24, 8, 3 + 2 * 39);
+	fix_crc(b + 2 * BLK);
+	ck_assert_int_eq(za_ckpt_block_decode(b + 2 * BLK, BLK, &h, got), 0);
+	za_ckpt_reader_init(&rd);
+	for (p = 0; p < 2; p++) {
+		ck_assert_int_eq(
+			za_ckpt_block_decode(b + p * BLK, BLK, &h, got), 0);
+		ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), 0);
+	}
+	ck_assert_int_eq(za_ckpt_block_decode(b + 2 * BLK, BLK, &h, got), 0);
+	ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), -EBADMSG);
+	/* A part missing at the end. */
+	free(b);
+	free(r);
+	b = encode_v4(&v, 200, 24, &parts, &r);
+	za_ckpt_reader_init(&rd);
+	for (p = 0; p < 3; p++) {
+		ck_assert_int_eq(
+			za_ckpt_block_decode(b + p * BLK, BLK, &h, got), 0);
+		ck_assert_int_eq(za_ckpt_reader_add(&rd, &h, got), 0);
+	}
+	ck_assert_int_eq(za_ckpt_reader_done(&rd), -EBADMSG);
+	free(b);
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("checkpoint");
@@ -1020,6 +1200,9 @@ int main(void)
 	tcase_add_test(tc, test_v3_fields_checked_behind_crc);
 	tcase_add_test(tc, test_v3_writer_and_encoder);
 	tcase_add_test(tc, test_v3_reader_refuses_mixtures);
+	tcase_add_loop_test(tc, test_v4_round_trip, 0, NR_V3_SHAPES);
+	tcase_add_test(tc, test_v4_fields_checked_behind_crc);
+	tcase_add_test(tc, test_v4_reader_across_parts);
 	tcase_add_test(tc, test_truncated_and_garbage);
 	tcase_add_test(tc, test_reader_refuses_mixtures);
 	tcase_add_test(tc, test_writer_refuses_bad_input);

@@ -85,6 +85,7 @@ struct tvol {
 	bool anchor_tampered;
 	bool no_table_recovery; /* za_volume_params.no_table_recovery */
 	bool in_diff; /* tvol_table_diff() is running */
+	uint64_t counts_checked; /* by every recovery (version 4 counts) */
 };
 
 /* The superblock round: done on the next loop iteration. */
@@ -279,6 +280,14 @@ static void tvol_start(struct tvol *t, bool recover)
 			      "the checkpoint anchor disagrees with the drives "
 			      "(%llu mismatches; ZA_TEST_LOG=1 says where)",
 			      (unsigned long long)st.anchor_mismatches);
+		/* The counts a checkpoint keeps (version 4), carried
+		 * through the replay, are what the whole map says. */
+		ck_assert_msg(st.recovery_count_mismatches == 0,
+			      "the checkpoint's counts disagree with the map "
+			      "(%llu of %llu groups; ZA_TEST_LOG=1 says which)",
+			      (unsigned long long)st.recovery_count_mismatches,
+			      (unsigned long long)st.recovery_counts_checked);
+		t->counts_checked += st.recovery_counts_checked;
 		/* Resting on the table must build what reading every zone
 		 * builds. */
 		if (st.recovery_table && !t->in_diff)
@@ -1643,6 +1652,18 @@ START_TEST(test_checkpoint_incremental)
 	}
 	/* Cold pages pinned groups: cleaning had to run. */
 	ck_assert_uint_gt(cleaned_all, 0);
+	/* Overwrites after the last checkpoint, replayed: the counts it
+	 * keeps, carried through the replay, are what the map says. */
+	for (i = 0; i < 300; i++)
+		write_rand(&t, rnd() % VOL_BLOCKS, 1 + rnd() % 4, i % 7 == 0);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	tvol_crash_and_recover(&t, 0);
+	za_volume_get_stats(t.v, &st);
+	ck_assert_uint_gt(st.recovered_stripes, 0);
+	ck_assert_uint_gt(st.recovery_counts_checked, 0);
+	ck_assert_uint_eq(st.recovery_count_mismatches, 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	ck_assert_uint_gt(t.counts_checked, 0);
 	tvol_free(&t);
 }
 END_TEST
