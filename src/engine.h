@@ -268,10 +268,66 @@ struct za_read {
  */
 void za_engine_read(struct za_engine *e, struct za_read *r);
 
+/*
+ * The LBA tables of group stripes [first_stripe, first_stripe +
+ * nr_stripes) (engine-lbas.c): which logical block each of their data
+ * positions holds, from the stripe headers alone, no payload read. Group
+ * stripe j is stripe j / nr_segs of segment j % nr_segs (struct
+ * za_group_info); its next_pos says how many were handed out.
+ */
+struct za_read_lbas {
+	uint64_t group_id;
+	uint64_t first_stripe; /* group stripe, group_pos of a stripe */
+	uint32_t nr_stripes;
+	/*
+	 * Out: nr_stripes * data_blocks entries in group position order,
+	 * entry i the LBA written at group position first_stripe *
+	 * data_blocks + i, or ZA_STRIPE_LBA_NONE: a block written dead or
+	 * padding, a metadata stripe (ZA_STRIPE_META: its LBAs are the
+	 * owner's), a stripe a rebuild found dead that fewer than k
+	 * headers describe now, or one recovery found nothing of. LBAs
+	 * are as written (verified), not range-checked, and may no longer
+	 * be live there: the map says which are.
+	 */
+	uint64_t *lbas;
+	void (*done)(struct za_read_lbas *r, int result);
+	void *priv;
+	enum za_dev_prio prio; /* GC: ZA_DEV_PRIO_LOW */
+
+	/* Set before done(): stripes whose table was decoded (a data
+	 * column's header failed). */
+	uint32_t decoded;
+	/* private */
+	struct za_engine *eng;
+	struct za_io_defer defer;
+	void *grp; /* pinned against release while the read runs */
+	void *ctx;
+	int result;
+};
+
+/*
+ * Read them, up to 32 stripes at once, pinning the group against
+ * release: for each stripe the k data columns' headers (each holds only
+ * its own column's LBAs), each verified (CRCs, identity, place) before
+ * use; a data column that fails is decoded from the LBA tables of k
+ * verified headers, parity ones included, and counted against its member
+ * as a read does. done() runs later, on the loop: 0; -EIO when some
+ * stripe has fewer than k verified headers (and was not found dead);
+ * -ENOENT for an unknown or released group; -EINVAL for an empty range or
+ * one past next_pos; -EBUSY when a stripe of it is still being written;
+ * -ENOMEM. After -EIO or -ENOMEM every entry of lbas is
+ * ZA_STRIPE_LBA_NONE (nothing unverified, nothing partial); after
+ * -ENOENT, -EINVAL or -EBUSY it is untouched.
+ */
+void za_engine_read_lbas(struct za_engine *e, struct za_read_lbas *r);
+
 /* Synchronous wrappers for tools and tests (run the loop until done). */
 int za_engine_write_sync(struct za_engine *e, struct za_stripe_w *s);
 int za_engine_read_sync(struct za_engine *e, uint64_t group_id, uint64_t gpos,
 			uint32_t nr_blocks, void *buf, uint32_t *repaired);
+int za_engine_read_lbas_sync(struct za_engine *e, uint64_t group_id,
+			     uint64_t first_stripe, uint32_t nr_stripes,
+			     uint64_t *lbas, uint32_t *decoded);
 int za_engine_flush_sync(struct za_engine *e);
 
 /* ---- members and segments ---- */

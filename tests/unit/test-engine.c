@@ -9,7 +9,9 @@
  * placement that uses the whole capacity of drives of different sizes,
  * and arrays on exactly k+p members that keep writing degraded segments
  * (absent columns) through p failures, recover them after a restart and
- * rebuild them to full width once members are added.
+ * rebuild them to full width once members are added, and the LBA tables
+ * of stripes read back from their headers alone, decoded past lost
+ * columns.
  */
 #include <check.h>
 #include <errno.h>
@@ -3156,6 +3158,431 @@ START_TEST(test_tables_grow)
 }
 END_TEST
 
+/* ---- LBA tables (za_engine_read_lbas) ---- */
+
+/*
+ * Write one stripe of @nr_blocks blocks as write_one() does, but with
+ * LBAs of our choosing, some of them ZA_STRIPE_LBA_NONE (dead blocks),
+ * and of kind @kind; @exp gets what its LBA table must read back as
+ * (data_blocks entries: NONE past nr_blocks, and everywhere in a
+ * metadata stripe).
+ */
+static int write_lbas_one(struct tarr *t, struct wrec *w, uint32_t nr_blocks,
+			  uint8_t kind, uint64_t *exp)
+{
+	const struct za_stripe_layout *l = za_engine_layout(t->e);
+	struct za_stripe_w *s = za_engine_stripe_get(t->e);
+	uint32_t b;
+	int ret;
+
+	ck_assert_ptr_nonnull(s);
+	w->seed = rnd();
+	w->stream = ZA_STREAM_DATA;
+	w->nr_blocks = nr_blocks;
+	for (b = 0; b < l->data_blocks; b++)
+		exp[b] = ZA_STRIPE_LBA_NONE;
+	for (b = 0; b < nr_blocks; b++) {
+		fill_block(za_stripe_w_block(t->e, s, b), w->seed, b);
+		s->lbas[b] = rnd() % 5 ? (w->seed >> 8) + b :
+					 ZA_STRIPE_LBA_NONE;
+		if (kind == ZA_STRIPE_DATA)
+			exp[b] = s->lbas[b];
+	}
+	s->nr_blocks = nr_blocks;
+	s->kind = kind;
+	ret = za_engine_write_sync(t->e, s);
+	w->seg_id = s->seg_id;
+	w->stripe_idx = s->stripe_idx;
+	w->group_id = s->group_id;
+	w->group_pos = s->group_pos;
+	za_engine_stripe_put(t->e, s);
+	return ret;
+}
+
+/*
+ * What group @gid's LBA table must read as over its next_pos stripes
+ * (malloc'd, next_pos * data_blocks entries): every stripe handed out
+ * must be one of the @n written.
+ */
+static uint64_t *lbas_expected(struct tarr *t, const struct wrec *w,
+			       const uint64_t *exp, unsigned n, uint64_t gid,
+			       uint64_t *nr_stripes)
+{
+	uint32_t db = za_engine_layout(t->e)->data_blocks;
+	struct za_group_info *gi = malloc(sizeof(*gi));
+	uint64_t *tab, j;
+	unsigned i;
+
+	ck_assert_ptr_nonnull(gi);
+	ck_assert_int_eq(za_engine_group_info(t->e, gid, gi), 0);
+	*nr_stripes = gi->next_pos;
+	tab = malloc(gi->next_pos * db * sizeof(*tab));
+	ck_assert_ptr_nonnull(tab);
+	for (j = 0; j < gi->next_pos; j++) {
+		for (i = 0; i < n; i++)
+			if (w[i].group_id == gid && w[i].group_pos == j)
+				break;
+		ck_assert_uint_lt(i, n);
+		memcpy(tab + j * db, exp + (size_t)i * db, db * sizeof(*tab));
+	}
+	free(gi);
+	return tab;
+}
+
+/* Read stripes [first, first + nr) of @gid and compare with @tab. */
+static void lbas_check(struct tarr *t, uint64_t gid, const uint64_t *tab,
+		       uint64_t first, uint32_t nr, uint32_t *decoded)
+{
+	uint32_t db = za_engine_layout(t->e)->data_blocks;
+	uint64_t *got = malloc((size_t)nr * db * sizeof(*got)), i;
+
+	ck_assert_ptr_nonnull(got);
+	ck_assert_int_eq(za_engine_read_lbas_sync(t->e, gid, first, nr, got,
+						  decoded),
+			 0);
+	for (i = 0; i < (uint64_t)nr * db; i++)
+		ck_assert_msg(got[i] == tab[first * db + i],
+			      "group %llu stripe %llu entry %llu: %llx, not "
+			      "%llx",
+			      (unsigned long long)gid,
+			      (unsigned long long)(first + i / db),
+			      (unsigned long long)(i % db),
+			      (unsigned long long)got[i],
+			      (unsigned long long)tab[first * db + i]);
+	free(got);
+}
+
+/* Read them expecting @err: every entry NONE after it (-EIO). */
+static void lbas_fail(struct tarr *t, uint64_t gid, uint64_t first, uint32_t nr,
+		      int err)
+{
+	uint32_t db = za_engine_layout(t->e)->data_blocks;
+	uint64_t *got = malloc(((size_t)nr + 1) * db * sizeof(*got)), i;
+
+	ck_assert_ptr_nonnull(got);
+	for (i = 0; i < (uint64_t)nr * db; i++)
+		got[i] = 0x5a5a5a5a5a5a5a5aull;
+	ck_assert_int_eq(
+		za_engine_read_lbas_sync(t->e, gid, first, nr, got, NULL), err);
+	for (i = 0; i < (uint64_t)nr * db; i++)
+		ck_assert_uint_eq(got[i], err == -EIO ? ZA_STRIPE_LBA_NONE :
+							0x5a5a5a5a5a5a5a5aull);
+	free(got);
+}
+
+/* The distinct groups of @w, in order of first appearance. */
+static unsigned wrec_groups(const struct wrec *w, unsigned n, uint64_t *ids)
+{
+	unsigned i, j, nr = 0;
+
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < nr && ids[j] != w[i].group_id; j++)
+			;
+		if (j == nr)
+			ids[nr++] = w[i].group_id;
+	}
+	return nr;
+}
+
+static void lbas_write_done(struct za_stripe_w *s, int result)
+{
+	int *r = s->priv;
+
+	*r = result;
+}
+
+/*
+ * The LBA tables of written stripes read back exactly, over every
+ * geometry: whole groups (more stripes than are read at once) and random
+ * ranges, dead blocks and padding as NONE, metadata stripes all NONE, no
+ * column decoded; ranges past what was handed out, empty ones and unknown
+ * groups refused with the table untouched, a stripe still being written
+ * refused (-EBUSY), then read once written.
+ */
+START_TEST(test_read_lbas)
+{
+	const struct geo *g = &geos[_i];
+	unsigned nw, i, ng, width = g->k + g->p;
+	const struct za_stripe_layout *l;
+	struct za_stripe_w *s;
+	uint64_t *exp, *gids, nr;
+	struct tarr t;
+	struct wrec *w;
+	uint32_t dec;
+	int wr;
+
+	rng = 0x1ba5u + _i;
+	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, g->zones_base,
+		  g->zones_spread);
+	l = za_engine_layout(t.e);
+	nw = 3 * (g->n / width) + 40;
+	w = calloc(nw, sizeof(*w));
+	exp = malloc((size_t)nw * l->data_blocks * sizeof(*exp));
+	gids = calloc(nw, sizeof(*gids));
+	ck_assert(w && exp && gids);
+	for (i = 0; i < nw; i++) {
+		uint32_t nb = rnd() % 3 ?
+				      l->data_blocks :
+				      1 + (uint32_t)(rnd() % l->data_blocks);
+
+		ck_assert_int_eq(
+			write_lbas_one(&t, &w[i], nb,
+				       i % 7 == 3 ? ZA_STRIPE_META :
+						    ZA_STRIPE_DATA,
+				       exp + (size_t)i * l->data_blocks),
+			0);
+	}
+	ng = wrec_groups(w, nw, gids);
+	for (i = 0; i < ng; i++) {
+		uint64_t *tab = lbas_expected(&t, w, exp, nw, gids[i], &nr);
+		unsigned r;
+
+		ck_assert_uint_gt(nr, 0);
+		lbas_check(&t, gids[i], tab, 0, (uint32_t)nr, &dec);
+		ck_assert_uint_eq(dec, 0);
+		for (r = 0; r < 6; r++) {
+			uint64_t first = rnd() % nr;
+			uint32_t n = 1 + (uint32_t)(rnd() % (nr - first));
+
+			lbas_check(&t, gids[i], tab, first, n, NULL);
+		}
+		lbas_check(&t, gids[i], tab, nr - 1, 1, NULL);
+		/* Past what was handed out: refused, nothing touched. */
+		lbas_fail(&t, gids[i], nr - 1, 2, -EINVAL);
+		lbas_fail(&t, gids[i], nr, 1, -EINVAL);
+		lbas_fail(&t, gids[i], UINT64_MAX, 1, -EINVAL);
+		lbas_fail(&t, gids[i], 0, (uint32_t)nr + 1, -EINVAL);
+		lbas_fail(&t, gids[i], 0, 0, -EINVAL);
+		free(tab);
+	}
+	lbas_fail(&t, 999999, 0, 1, -ENOENT);
+
+	/* A stripe in flight: refused until it is written. */
+	s = za_engine_stripe_get(t.e);
+	ck_assert_ptr_nonnull(s);
+	s->lbas[0] = 42;
+	s->nr_blocks = 1;
+	s->group_id = UINT64_MAX;
+	s->done = lbas_write_done;
+	s->priv = &wr;
+	wr = 1;
+	za_engine_write(t.e, s);
+	ck_assert_uint_ne(s->group_id, UINT64_MAX); /* dispatched */
+	lbas_fail(&t, s->group_id, s->group_pos, 1, -EBUSY);
+	while (wr == 1)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(wr, 0);
+	{
+		uint64_t *got = malloc(l->data_blocks * sizeof(*got));
+
+		ck_assert_int_eq(za_engine_read_lbas_sync(t.e, s->group_id,
+							  s->group_pos, 1, got,
+							  NULL),
+				 0);
+		ck_assert_uint_eq(got[0], 42);
+		for (i = 1; i < l->data_blocks; i++)
+			ck_assert_uint_eq(got[i], ZA_STRIPE_LBA_NONE);
+		free(got);
+	}
+	za_engine_stripe_put(t.e, s);
+	free(gids);
+	free(exp);
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
+/* Geometries of test_read_lbas_lost: every pattern up to p + 1 lost. */
+#define LBAS_LOST_GEOS 5u
+
+/*
+ * Columns lost (EIO, flipped bits in the header, members failed): up to
+ * p, every LBA still comes back exactly - from the data columns' own
+ * headers when they verify, decoded from parity headers when one does
+ * not (counted in decoded, and against the member); p + 1 columns of a
+ * stripe: -EIO and every entry NONE, never a guess.
+ */
+START_TEST(test_read_lbas_lost)
+{
+	const struct geo *g = &geos[_i];
+	unsigned nw, i, c, width = g->k + g->p, in_seg = 0;
+	uint64_t *exp, *tab, nr, gid, mask, masks;
+	const struct za_stripe_layout *l;
+	struct za_member_stats ms;
+	struct za_seg_info si;
+	struct tarr t;
+	struct wrec *w;
+	uint32_t dec;
+
+	rng = 0x105eu + _i;
+	tarr_make(&t, g->n, g->k, g->p, g->chunk, g->rows, g->zones_base,
+		  g->zones_spread);
+	l = za_engine_layout(t.e);
+	nw = 2 * (g->n / width) + 12;
+	w = calloc(nw, sizeof(*w));
+	exp = malloc((size_t)nw * l->data_blocks * sizeof(*exp));
+	ck_assert(w && exp);
+	for (i = 0; i < nw; i++)
+		ck_assert_int_eq(
+			write_lbas_one(&t, &w[i],
+				       1 + (uint32_t)(rnd() % l->data_blocks),
+				       ZA_STRIPE_DATA,
+				       exp + (size_t)i * l->data_blocks),
+			0);
+	gid = w[0].group_id;
+	tab = lbas_expected(&t, w, exp, nw, gid, &nr);
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	for (i = 0; i < nw; i++)
+		in_seg += w[i].seg_id == w[0].seg_id;
+	/* The group's segments are on disjoint members: spoiling a column
+	 * of w[0]'s segment touches no other stripe of the group. */
+	masks = width <= 8 ? (1ull << width) - 1 : 40;
+	for (mask = 1; mask <= masks; mask++) {
+		uint64_t m = mask;
+		unsigned lost;
+
+		if (width > 8) { /* random patterns for wider codes */
+			lost = 1 + (unsigned)(rnd() % (g->p + 1));
+			for (m = 0; (unsigned)__builtin_popcountll(m) < lost;)
+				m |= 1ull << (rnd() % width);
+		}
+		lost = (unsigned)__builtin_popcountll(m);
+		if (lost > g->p + 1)
+			continue;
+		for (c = 0; c < width; c++)
+			if (m & (1ull << c))
+				spoil(&t, si.members[c], (mask + c) & 1);
+		if (lost <= g->p) {
+			lbas_check(&t, gid, tab, 0, (uint32_t)nr, &dec);
+			ck_assert_uint_eq(
+				dec, (m & ((1ull << g->k) - 1)) ? in_seg : 0);
+		} else {
+			lbas_fail(&t, gid, 0, (uint32_t)nr, -EIO);
+		}
+		for (c = 0; c < width; c++)
+			if (m & (1ull << c))
+				unspoil(&t, si.members[c]);
+	}
+	/* Flipped bits in a data column's headers count against it. */
+	spoil(&t, si.members[0], true);
+	lbas_check(&t, gid, tab, 0, (uint32_t)nr, &dec);
+	ck_assert_uint_eq(dec, in_seg);
+	za_engine_member_stats(t.e, si.members[0], &ms);
+	ck_assert_uint_ge(ms.err_checksum, in_seg);
+	unspoil(&t, si.members[0]);
+	/* Members failed for real: p of them, then one more. */
+	for (c = 0; c < g->p; c++)
+		fail_member(&t, si.members[c]);
+	lbas_check(&t, gid, tab, 0, (uint32_t)nr, &dec);
+	ck_assert_uint_eq(dec, in_seg);
+	spoil(&t, si.members[g->p], false);
+	lbas_fail(&t, gid, w[0].group_pos, 1, -EIO);
+	unspoil(&t, si.members[g->p]);
+	free(tab);
+	free(exp);
+	free(w);
+	tarr_free(&t);
+}
+END_TEST
+
+struct lbas_async {
+	bool done;
+	int result;
+};
+
+static void lbas_async_done(struct za_read_lbas *r, int result)
+{
+	struct lbas_async *a = r->priv;
+
+	a->done = true;
+	a->result = result;
+}
+
+/*
+ * Dead stripes after a rebuild (k = 2, p = 1): a failed member's column
+ * is rebuilt with the dead stripes as holes, then a second column of the
+ * segment fails. Live stripes still have k verified headers and read
+ * exactly; dead ones have one, and a hole (or the moved column ends
+ * before them): NONE, not -EIO. A third column gone: -EIO. A release
+ * asked for while a read runs waits for it; afterwards the group is
+ * unknown.
+ */
+START_TEST(test_read_lbas_dead)
+{
+	uint32_t db;
+	struct wrec w[60];
+	bool dead[60];
+	uint64_t *exp, *tab, *got, nr, gid, j;
+	struct za_read_lbas rl = { 0 };
+	struct lbas_async la = { 0 };
+	struct za_seg_info si;
+	struct tarr t;
+	unsigned i, n = 60, x, y, z, nr_dead = 0;
+	int rel = 1;
+
+	rng = 0xdeadu;
+	tarr_make(&t, 6, 2, 1, 4096, 1, 8, 2);
+	db = za_engine_layout(t.e)->data_blocks;
+	exp = malloc((size_t)n * db * sizeof(*exp));
+	ck_assert_ptr_nonnull(exp);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(write_lbas_one(&t, &w[i], db, ZA_STRIPE_DATA,
+						exp + (size_t)i * db),
+				 0);
+		dead[i] = i % 3 == 1 || i >= n - 8;
+	}
+	gid = w[0].group_id;
+	ck_assert_int_eq(za_engine_seg_info(t.e, w[0].seg_id, &si), 0);
+	x = si.members[0];
+	y = si.members[1];
+	z = si.members[2];
+	fail_member(&t, x);
+	ck_assert_uint_gt(rebuild_all(&t, w, dead, n), 0);
+	ck_assert_uint_eq(za_engine_degraded(t.e, NULL, 0), 0);
+	fail_member(&t, y);
+	tab = lbas_expected(&t, w, exp, n, gid, &nr);
+	for (i = 0; i < n; i++)
+		if (w[i].seg_id == w[0].seg_id && dead[i]) {
+			for (j = 0; j < db; j++)
+				tab[w[i].group_pos * db + j] =
+					ZA_STRIPE_LBA_NONE;
+			nr_dead++;
+		}
+	ck_assert_uint_gt(nr_dead, 2);
+	lbas_check(&t, gid, tab, 0, (uint32_t)nr, NULL);
+
+	spoil(&t, z, false);
+	lbas_fail(&t, gid, 0, (uint32_t)nr, -EIO);
+	unspoil(&t, z);
+
+	/* Pinned: a release asked for meanwhile waits for the read. */
+	got = malloc(nr * db * sizeof(*got));
+	ck_assert_ptr_nonnull(got);
+	rl.group_id = gid;
+	rl.nr_stripes = (uint32_t)nr;
+	rl.lbas = got;
+	rl.prio = ZA_DEV_PRIO_LOW;
+	rl.done = lbas_async_done;
+	rl.priv = &la;
+	za_engine_read_lbas(t.e, &rl);
+	ck_assert(!la.done); /* never inside the call */
+	ck_assert_int_eq(za_engine_group_release(t.e, gid, rel_done, &rel), 0);
+	while (!la.done)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rel, 1); /* no zone reset before the read ended */
+	ck_assert_int_eq(la.result, 0);
+	ck_assert(!memcmp(got, tab, nr * db * sizeof(*got)));
+	while (rel == 1)
+		za_io_run_once(t.io);
+	ck_assert_int_eq(rel, 0);
+	lbas_fail(&t, gid, 0, 1, -ENOENT);
+	free(got);
+	free(tab);
+	free(exp);
+	tarr_free(&t);
+}
+END_TEST
+
 static void quiet(enum za_log_level lv, const char *msg)
 {
 	(void)lv;
@@ -3206,6 +3633,9 @@ int main(void)
 			    sizeof(dgeos) / sizeof(dgeos[0]));
 	tcase_add_loop_test(tc, test_read_errors_fail, 0,
 			    sizeof(max_rd_errs) / sizeof(max_rd_errs[0]));
+	tcase_add_loop_test(tc, test_read_lbas, 0, (int)NR_GEOS);
+	tcase_add_loop_test(tc, test_read_lbas_lost, 0, (int)LBAS_LOST_GEOS);
+	tcase_add_test(tc, test_read_lbas_dead);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
