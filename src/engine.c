@@ -53,7 +53,8 @@
  * are writable: an absent column is redundancy given away.
  *
  * Each of the other files opens with its part of the story: placement
- * (engine-place.c), writes (engine-write.c), reads (engine-read.c), crash
+ * (engine-place.c), writes (engine-write.c), reads (engine-read.c), a
+ * group's LBA tables for garbage collection (engine-lbas.c), crash
  * recovery (engine-recover.c), space, release and degraded lists
  * (engine-space.c), column rebuilds (engine-rebuild.c) and stripe checks
  * (engine-scrub.c).

@@ -20,7 +20,14 @@
  * 2(p+1) device blocks each, are worth compacting even when all live -
  * and then:
  *
- *   1. lists the map extents that point into it (the map is in memory);
+ *   1. lists its live extents: it reads its stripes' LBA tables from
+ *      their headers (za_engine_read_lbas(), a few batches of 32
+ *      stripes at a time) and looks each run of them up in the map;
+ *      what the map still places there is live - O(the victim), where
+ *      walking the whole map was O(the map). Its live counter checks
+ *      the result: blocks the headers did not name (stripes whose
+ *      headers are unreadable) are looked for in the whole map, once,
+ *      and a group is never given back while the map points into it;
  *   2. reads them (verified, decoded if need be) and puts every block
  *      that still maps there into the open data buffer, moving its map
  *      entry (a block overwritten meanwhile is dropped: the move finds
@@ -418,14 +425,19 @@ bool vol_gc_needed(const struct za_volume *v)
 	return sp.free_segs + sp.quar_segs < vol_gc_start_segs(&sp);
 }
 
-static int gc_collect(void *priv, uint64_t lba, uint64_t n,
-		      const struct za_map_loc *loc)
-{
-	struct za_volume *v = priv;
-	struct gc *gc = &v->gc;
+/* The whole map's extents in the victim (the last resort, gc_pump()). */
+static int gc_collect_walk(void *priv, uint64_t lba, uint64_t n,
+			   const struct za_map_loc *loc);
 
-	if (!loc || loc->group != gc->victim || loc->kind != gc->kind)
+/* One more extent to move: @n blocks from @lba, at victim position @pos. */
+static int gc_ext_add(struct gc *gc, uint64_t lba, uint64_t n, uint64_t pos)
+{
+	if (gc->nr_ext &&
+	    gc->ext[gc->nr_ext - 1].lba + gc->ext[gc->nr_ext - 1].n == lba &&
+	    gc->ext[gc->nr_ext - 1].pos + gc->ext[gc->nr_ext - 1].n == pos) {
+		gc->ext[gc->nr_ext - 1].n += n;
 		return 0;
+	}
 	if (gc->nr_ext == gc->cap_ext) {
 		size_t cap = gc->cap_ext ? 2 * gc->cap_ext : 64;
 		struct gc_ext *e = realloc(gc->ext, cap * sizeof(*e));
@@ -437,8 +449,167 @@ static int gc_collect(void *priv, uint64_t lba, uint64_t n,
 	}
 	gc->ext[gc->nr_ext].lba = lba;
 	gc->ext[gc->nr_ext].n = n;
-	gc->ext[gc->nr_ext++].pos = loc->pos;
+	gc->ext[gc->nr_ext++].pos = pos;
 	return 0;
+}
+
+/* A run of a stripe's LBA table: @n blocks from @lba written at victim
+ * positions from @pos. */
+struct gc_run {
+	struct za_volume *v;
+	uint64_t lba, pos;
+};
+
+/* The pieces of a run the map still places where the run was written
+ * are live: to be moved. */
+static int gc_collect(void *priv, uint64_t lba, uint64_t n,
+		      const struct za_map_loc *loc)
+{
+	struct gc_run *run = priv;
+	struct gc *gc = &run->v->gc;
+	uint64_t pos = run->pos + (lba - run->lba);
+
+	if (!loc || loc->group != gc->victim || loc->kind != gc->kind ||
+	    loc->pos != pos)
+		return 0;
+	return gc_ext_add(gc, lba, n, pos);
+}
+
+static int gc_collect_walk(void *priv, uint64_t lba, uint64_t n,
+			   const struct za_map_loc *loc)
+{
+	struct za_volume *v = priv;
+	struct gc *gc = &v->gc;
+
+	if (!loc || loc->group != gc->victim || loc->kind != gc->kind)
+		return 0;
+	return gc_ext_add(gc, lba, n, loc->pos);
+}
+
+static int gc_ext_cmp(const void *a, const void *b)
+{
+	const struct gc_ext *x = a, *y = b;
+
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static void gc_pump(struct za_volume *v);
+static void gc_collect_pump(struct za_volume *v);
+
+/*
+ * The LBA tables of some of the victim's stripes are in: each run of
+ * consecutive LBAs at consecutive positions is looked up in the map, and
+ * what still maps there is live. A stripe's LBAs may have been
+ * overwritten since, or written twice in the victim: the map says which
+ * copy lives.
+ */
+static void gc_lbas_done(struct za_read_lbas *r, int result)
+{
+	struct za_volume *v = r->priv;
+	struct gc *gc = &v->gc;
+	uint64_t n = (uint64_t)r->nr_stripes * gc->col_dbs, i, j;
+	uint64_t base = r->first_stripe * gc->col_dbs;
+
+	gc->col_reads--;
+	if (result == -EIO) {
+		/* A stripe fewer than k of whose headers verify: whatever of
+		 * it is live is found by the walk at the end (gc_pump()). */
+		za_log_warn("gc: group %llu: stripe headers %llu+%u "
+			    "unreadable; the map is searched for what they "
+			    "hold",
+			    (unsigned long long)gc->victim,
+			    (unsigned long long)r->first_stripe, r->nr_stripes);
+		gc->col_partial = true;
+	} else if (result) {
+		za_log_err("gc: group %llu: stripe headers %llu+%u not read "
+			   "(%s)",
+			   (unsigned long long)gc->victim,
+			   (unsigned long long)r->first_stripe, r->nr_stripes,
+			   strerror(-result));
+		if (!gc->error)
+			gc->error = result;
+	}
+	for (i = 0; !result && !gc->error && i < n; i = j) {
+		struct gc_run run = { v, r->lbas[i], base + i };
+		int ret;
+
+		j = i + 1;
+		if (r->lbas[i] == ZA_STRIPE_LBA_NONE ||
+		    r->lbas[i] >= v->size_blocks)
+			continue;
+		while (j < n && r->lbas[j] == r->lbas[j - 1] + 1 &&
+		       r->lbas[j] < v->size_blocks)
+			j++;
+		ret = za_map_walk(v->map, run.lba, j - i, gc_collect, &run);
+		if (ret)
+			gc->error = ret;
+	}
+	free(r->lbas);
+	free(r);
+	gc_collect_pump(v);
+}
+
+#define GC_LBA_READS 2u
+#define GC_LBA_STRIPES 32u
+
+/*
+ * Collect the victim's live extents from its own stripe headers, a few
+ * reads at a time: O(the victim), not O(the map) as the walk of the
+ * whole map it replaces (design.md 10). Then its reads start.
+ */
+static void gc_collect_pump(struct za_volume *v)
+{
+	struct gc *gc = &v->gc;
+
+	while (!gc->error && gc->col_next < gc->col_stripes &&
+	       gc->col_reads < GC_LBA_READS) {
+		struct za_read_lbas *r = calloc(1, sizeof(*r));
+		uint64_t n = gc->col_stripes - gc->col_next;
+
+		if (n > GC_LBA_STRIPES)
+			n = GC_LBA_STRIPES;
+		if (r)
+			r->lbas = malloc(n * gc->col_dbs * sizeof(*r->lbas));
+		if (!r || !r->lbas) {
+			free(r);
+			gc->error = -ENOMEM;
+			break;
+		}
+		r->group_id = gc->victim;
+		r->first_stripe = gc->col_next;
+		r->nr_stripes = (uint32_t)n;
+		r->done = gc_lbas_done;
+		r->priv = v;
+		r->prio = ZA_DEV_PRIO_LOW;
+		gc->col_next += n;
+		gc->col_reads++;
+		za_engine_read_lbas(v->eng, r);
+	}
+	if (gc->col_reads)
+		return;
+	if (!gc->error && gc->col_next < gc->col_stripes)
+		return; /* not reached: the loop issues while it can */
+	gc->collecting = false;
+	if (gc->error) {
+		gc_finish(v, gc->error);
+		return;
+	}
+	/* In the victim's order: its zones are read front to back. */
+	qsort(gc->ext, gc->nr_ext, sizeof(*gc->ext), gc_ext_cmp);
+	{
+		struct za_engine_space sp;
+
+		za_engine_space(v->eng, &sp);
+		za_log_debug("gc: group %llu: %zu extents to move; free "
+			     "%llu of %llu segments (%llu more in "
+			     "quarantine), write set %llu",
+			     (unsigned long long)gc->victim, gc->nr_ext,
+			     (unsigned long long)sp.free_segs,
+			     (unsigned long long)sp.total_segs,
+			     (unsigned long long)sp.quar_segs,
+			     (unsigned long long)sp.write_set_segs);
+	}
+	gc_pump(v);
 }
 
 /* The buckets assume the data segments' length: when it changes (members
@@ -557,7 +728,6 @@ static int gc_put(struct za_volume *v, uint64_t lba, uint64_t pos,
 	return 0;
 }
 
-static void gc_pump(struct za_volume *v);
 static bool gc_urgent(const struct za_volume *v);
 
 static void gc_read_done(struct za_read *er, int result)
@@ -742,8 +912,37 @@ static void gc_pump(struct za_volume *v)
 		gc_finish(v, gc->error);
 		return;
 	}
-	/* Everything moved: re-record the unmaps that still hold. */
+	/*
+	 * Everything the stripe headers named is moved. The victim's counter
+	 * says whether that was all of it: blocks in stripes whose headers
+	 * were unreadable, or a counter off, are looked for in the whole map
+	 * once, and moved (or found unreadable: the group is kept). Only
+	 * what the map names is trusted; never is a group given back while
+	 * the map still points into it.
+	 */
 	l = vol_live_get(v, gc->victim, false);
+	if (gc->kind != GC_KIND_CKPT && !gc->walked && l && l->blocks) {
+		za_log(gc->col_partial ? ZA_LOG_INFO : ZA_LOG_WARN,
+		       "gc: group %llu: %llu live blocks its stripe headers "
+		       "did not name; the whole map is searched",
+		       (unsigned long long)gc->victim,
+		       (unsigned long long)l->blocks);
+		gc->walked = true;
+		v->st.gc_map_searches++;
+		gc->nr_ext = gc->next_ext = gc->next_off = 0;
+		gc->error = za_map_walk(v->map, 0, v->size_blocks,
+					gc_collect_walk, v);
+		gc_pump(v);
+		return;
+	}
+	if (gc->walked && l && l->blocks) {
+		za_log_warn("gc: group %llu: its counter said %llu blocks more "
+			    "than the map names in it",
+			    (unsigned long long)gc->victim,
+			    (unsigned long long)l->blocks);
+		vol_live_add(v, l, -(int64_t)l->blocks);
+	}
+	/* Everything moved: re-record the unmaps that still hold. */
 	if (l && l->nr_unmaps)
 		gc->error = rerecord_unmaps(v, l);
 	if (gc->error) {
@@ -989,25 +1188,26 @@ static void gc_start(struct za_volume *v, bool idle)
 	gc->next_ext = 0;
 	gc->next_off = 0;
 	v->st.gc_runs++;
-	if (gc->kind != GC_KIND_CKPT &&
-	    za_map_walk(v->map, 0, v->size_blocks, gc_collect, v)) {
-		gc->error = -ENOMEM;
-		gc_finish(v, gc->error);
-		return;
-	}
-	{
-		struct za_engine_space sp;
+	za_log_debug("gc%s: group %llu chosen", idle ? " (idle)" : "",
+		     (unsigned long long)gc->victim);
+	if (gc->kind != GC_KIND_CKPT) {
+		struct za_group_info *gi = v->lt.gi;
 
-		za_engine_space(v->eng, &sp);
-		za_log_debug("gc%s: group %llu: %zu extents to move; free "
-			     "%llu of %llu segments (%llu more in "
-			     "quarantine), write set %llu",
-			     idle ? " (idle)" : "",
-			     (unsigned long long)gc->victim, gc->nr_ext,
-			     (unsigned long long)sp.free_segs,
-			     (unsigned long long)sp.total_segs,
-			     (unsigned long long)sp.quar_segs,
-			     (unsigned long long)sp.write_set_segs);
+		if (za_engine_group_info(v->eng, gc->victim, gi)) {
+			gc->error = -ENOENT;
+			gc_finish(v, gc->error);
+			return;
+		}
+		gc->col_dbs =
+			za_engine_stream_layout(v->eng, gi->stream)->data_blocks;
+		gc->col_stripes = gi->next_pos;
+		gc->col_next = 0;
+		gc->col_reads = 0;
+		gc->collecting = true;
+		gc->col_partial = false;
+		gc->walked = false;
+		gc_collect_pump(v);
+		return;
 	}
 	gc_pump(v);
 }

@@ -130,6 +130,17 @@ struct gc {
 	size_t nr_ext, cap_ext, next_ext;
 	uint64_t next_off; /* blocks of ext[next_ext] already read */
 	unsigned reads;
+	/*
+	 * Collecting: the victim's stripes' LBA tables being read
+	 * (gc_collect_pump()), col_next of col_stripes asked for so far,
+	 * col_reads in flight; col_dbs data blocks per stripe.
+	 */
+	bool collecting;
+	bool col_partial; /* some stripes' LBA tables were unreadable */
+	bool walked; /* the whole map was walked for what they missed */
+	uint64_t col_next, col_stripes;
+	uint32_t col_dbs;
+	unsigned col_reads;
 	int error;
 	struct za_vol_req flush;
 	/* GC while the volume is idle (za_volume_params.idle_gc_ms). */

@@ -127,7 +127,7 @@ bool za_volume_busy(const struct za_volume *v);
  * Start no more garbage collection (the victim being moved finishes), so
  * that za_volume_busy() turns false before a stop even where GC cannot
  * reach its start point and would take victim after victim (design.md
- * 8.4, the known limit). Loop thread; for good: there is no restart.
+ * 10.4, the known limit). Loop thread; for good: there is no restart.
  */
 void za_volume_gc_stop(struct za_volume *v);
 /*
@@ -214,6 +214,9 @@ struct za_volume_stats {
 	uint64_t data_stripes, padded_stripes, journal_blocks;
 	uint64_t flushes;
 	uint64_t gc_runs, gc_moved_blocks, gc_freed_groups, writes_stalled;
+	/* Victims whose stripe headers did not name all their live blocks
+	 * (unreadable ones, or a counter off): the whole map was searched. */
+	uint64_t gc_map_searches;
 	uint64_t gc_idle_runs; /* of gc_runs, started while idle */
 	bool gc_active; /* a victim is being collected now */
 	uint64_t map_extents, map_bytes;

@@ -740,6 +740,8 @@ START_TEST(test_gc_overwrite)
 	ck_assert_uint_gt(st.gc_runs, 0);
 	ck_assert_uint_gt(st.gc_freed_groups, 0);
 	ck_assert_uint_gt(st.gc_moved_blocks, 0);
+	/* Every victim's live blocks were found from its stripe headers. */
+	ck_assert_uint_eq(st.gc_map_searches, 0);
 	check_live(&t, vb);
 	tvol_crash_and_recover(&t, 0);
 	check_range(&t, 0, vb);
@@ -2461,6 +2463,7 @@ START_TEST(test_gc_small_zones_deep_queue)
 	/* GC ran near the floor: writes had to wait for it. */
 	ck_assert_uint_gt(st.gc_freed_groups, 0);
 	ck_assert_uint_gt(st.writes_stalled, 0);
+	ck_assert_uint_eq(st.gc_map_searches, 0);
 	check_range(&t, 0, vb);
 	tvol_crash_and_recover(&t, 0);
 	check_range(&t, 0, vb);
@@ -2937,7 +2940,7 @@ END_TEST
 /*
  * A stop must end even where GC cannot: with a few stripes per segment a
  * default-size volume filled to 100% and overwritten can keep GC taking
- * victim after victim while idle (design.md 8.4, the known limit), so
+ * victim after victim while idle (design.md 10.4, the known limit), so
  * waiting for the volume to go idle never ended. After
  * za_volume_gc_stop() no new victim starts: the volume goes idle within
  * a bounded number of loop turns, and every block reads back as written,
