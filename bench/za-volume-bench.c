@@ -18,12 +18,16 @@
  *
  * --checkpoints MAX instead measures S4, a checkpoint's cost against the
  * map's size (bench_checkpoints()).
+ *
+ * --kill EXTENTS instead measures S5, recovery after kill -9 against a
+ * clean restart, with a map of EXTENTS extents (bench_kill()).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "dev-emu.h"
@@ -121,6 +125,21 @@ static int bench_open(struct bench *b, const char *dir, uint64_t drive_bytes,
 	return za_volume_new(b->io, &vp, &b->v);
 }
 
+/* CPU time of this process so far (user + system), in ns. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+		       1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+		       1000ull;
+}
+
+/* The CPU time of the last bench_recover_once(). */
+static uint64_t last_recover_cpu_ns;
+
 /*
  * Drop the volume and the engine (nothing in memory survives, the drives
  * keep what they hold), start both again over the same drives and
@@ -145,32 +164,43 @@ static uint64_t bench_recover_once(struct bench *b,
 	vp.ckpt_interval_bytes = ckpt_interval_bytes;
 	if (za_volume_new(b->io, &vp, &b->v))
 		return 0;
+	last_recover_cpu_ns = cpu_ns();
 	t0 = za_io_now_ns();
 	if (za_volume_recover(b->v))
 		return 0;
 	t1 = za_io_now_ns();
+	last_recover_cpu_ns = cpu_ns() - last_recover_cpu_ns;
 	za_volume_get_stats(b->v, st);
 	return t1 - t0 ? t1 - t0 : 1;
 }
 
 /* The median of three recoveries (the first finishes partly written
  * zones; the drives hold the same stripes for the next two). */
+static uint64_t median_cpu_ns; /* of the last bench_recover() */
+
 static uint64_t bench_recover(struct bench *b, uint64_t ckpt_interval_bytes,
 			      struct za_volume_stats *st)
 {
-	uint64_t t[3], x;
+	uint64_t t[3], c[3], x;
 	int i, j;
 
 	for (i = 0; i < 3; i++) {
 		t[i] = bench_recover_once(b, ckpt_interval_bytes, st);
 		if (!t[i])
 			return 0;
+		c[i] = last_recover_cpu_ns;
 		for (j = i; j > 0 && t[j] < t[j - 1]; j--) {
 			x = t[j];
 			t[j] = t[j - 1];
 			t[j - 1] = x;
 		}
+		for (j = i; j > 0 && c[j] < c[j - 1]; j--) {
+			x = c[j];
+			c[j] = c[j - 1];
+			c[j - 1] = x;
+		}
 	}
+	median_cpu_ns = c[1];
 	return t[1];
 }
 
@@ -308,6 +338,75 @@ static int bench_checkpoints(struct bench *b, uint64_t max_ext, uint64_t dirty,
 	return 0;
 }
 
+/*
+ * S5 (--kill EXTENTS): recovery after kill -9 against a clean restart,
+ * with a map of EXTENTS extents (single 4 KiB writes at even LBAs). A
+ * clean stop writes a checkpoint: its restart loads it and replays
+ * nothing. Then as much as the volume writes between two checkpoints by
+ * default (an eighth of the volume within 16 MiB..1 GiB, at least 64
+ * (p+1) times the live checkpoint's blocks: ckpt_interval()) is
+ * written as random 4 KiB overwrites of those blocks and flushed, and
+ * the process "dies" without a checkpoint: the worst kill -9, just
+ * before the next one was due. Both recoveries are the median of three,
+ * wall and CPU time.
+ */
+static int bench_kill(struct bench *b, uint64_t ext, uint8_t *buf)
+{
+	uint64_t vb = za_volume_size(b->v) / 4096, i, interval, base;
+	struct za_volume_stats clean, kill;
+	uint64_t t_clean, t_kill, c_clean;
+
+	if (2 * ext > vb * 8 / 10) {
+		fprintf(stderr, "%llu extents do not fit the volume\n",
+			(unsigned long long)ext);
+		return 1;
+	}
+	fprintf(stderr, "map of %llu extents\n", (unsigned long long)ext);
+	for (i = 0; i < ext; i++) {
+		fill_rand(buf, 4096);
+		if (za_volume_write_sync(b->v, 2 * i * 4096, 4096, buf, false))
+			return 1;
+	}
+	if (za_volume_flush_sync(b->v) || za_volume_checkpoint_sync(b->v))
+		return 1;
+	t_clean = bench_recover(b, UINT64_MAX, &clean);
+	c_clean = median_cpu_ns;
+	if (!t_clean)
+		return 1;
+	base = vb / 8;
+	if (base < (16ull << 20) / 4096)
+		base = (16ull << 20) / 4096;
+	if (base > (1ull << 30) / 4096)
+		base = (1ull << 30) / 4096;
+	interval = 64 * (b->p + 1) * clean.checkpoint_blocks;
+	if (interval < base)
+		interval = base;
+	fprintf(stderr, "%llu random 4 KiB overwrites, then kill\n",
+		(unsigned long long)interval);
+	for (i = 0; i < interval; i++) {
+		fill_rand(buf, 4096);
+		if (za_volume_write_sync(b->v, 2 * (rnd() % ext) * 4096, 4096,
+					 buf, false))
+			return 1;
+	}
+	if (za_volume_flush_sync(b->v))
+		return 1;
+	t_kill = bench_recover(b, UINT64_MAX, &kill);
+	if (!t_kill)
+		return 1;
+	printf("{\"extents\":%llu,\"clean_ms\":%.1f,\"clean_cpu_ms\":%.1f,"
+	       "\"clean_replayed\":%llu,\"interval_blocks\":%llu,"
+	       "\"kill_ms\":%.1f,\"kill_cpu_ms\":%.1f,"
+	       "\"kill_replayed\":%llu,\"kill_extents\":%llu}\n",
+	       (unsigned long long)clean.map_extents, t_clean / 1e6,
+	       c_clean / 1e6, (unsigned long long)clean.recovered_stripes,
+	       (unsigned long long)interval, t_kill / 1e6,
+	       median_cpu_ns / 1e6,
+	       (unsigned long long)kill.recovered_stripes,
+	       (unsigned long long)kill.map_extents);
+	return 0;
+}
+
 static void bench_close(struct bench *b)
 {
 	unsigned i;
@@ -391,13 +490,14 @@ int main(int argc, char **argv)
 		{ "recovery", required_argument, NULL, 'R' },
 		{ "checkpoints", required_argument, NULL, 'C' },
 		{ "dirty", required_argument, NULL, 'y' },
+		{ "kill", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b = { .n = 12, .k = 10, .p = 2 };
 	const char *dir = "/dev/shm";
 	uint64_t drive_mib = 1024, zone_mib = 64, sync_ops = 2000, rec_gib = 0;
-	uint64_t ckpt_ext = 0, dirty = 1000;
+	uint64_t ckpt_ext = 0, dirty = 1000, kill_ext = 0;
 	double overwrite = 1.0;
 	struct za_volume_stats st;
 	uint64_t vb, lba, d0, u0, fill_blocks, user, dev;
@@ -443,13 +543,17 @@ int main(int argc, char **argv)
 		case 'y':
 			dirty = strtoull(optarg, NULL, 10);
 			break;
+		case 'K':
+			kill_ext = strtoull(optarg, NULL, 10);
+			open_ckpt_interval = UINT64_MAX;
+			break;
 		case 'h':
 			printf("usage: za-volume-bench [--drives N] [-k K] [-p P] "
 			       "[--drive-mib M] [--zone-mib M] [--dir DIR]\n"
 			       "         [--sync-ops N] [--overwrite X] "
 			       "[--recovery GIB]\n"
 			       "         [--checkpoints MAX_EXTENTS [--dirty "
-			       "BLOCKS]]\n");
+			       "BLOCKS]] [--kill EXTENTS]\n");
 			return 0;
 		default:
 			return 2;
@@ -466,6 +570,12 @@ int main(int argc, char **argv)
 	}
 	if (ckpt_ext) {
 		c = bench_checkpoints(&b, ckpt_ext, dirty, buf);
+		bench_close(&b);
+		free(buf);
+		return c;
+	}
+	if (kill_ext) {
+		c = bench_kill(&b, kill_ext, buf);
 		bench_close(&b);
 		free(buf);
 		return c;
