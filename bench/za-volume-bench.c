@@ -400,8 +400,7 @@ static int bench_kill(struct bench *b, uint64_t ext, uint8_t *buf)
 	       "\"kill_replayed\":%llu,\"kill_extents\":%llu}\n",
 	       (unsigned long long)clean.map_extents, t_clean / 1e6,
 	       c_clean / 1e6, (unsigned long long)clean.recovered_stripes,
-	       (unsigned long long)interval, t_kill / 1e6,
-	       median_cpu_ns / 1e6,
+	       (unsigned long long)interval, t_kill / 1e6, median_cpu_ns / 1e6,
 	       (unsigned long long)kill.recovered_stripes,
 	       (unsigned long long)kill.map_extents);
 	return 0;
