@@ -493,6 +493,19 @@ static void dn_split(struct za_map *m, struct dnode *dn)
 	dn_touch(m, n);
 }
 
+/* The last leaf (or stub) of @dn: before the next node's first. */
+static struct leaf *dn_last(const struct dnode *dn)
+{
+	struct leaf *lf;
+	uint32_t i;
+
+	if (dn->next)
+		return dn->next->first->prev;
+	for (lf = dn->first, i = 1; i < dn->nr; i++)
+		lf = lf->next;
+	return lf;
+}
+
 /* @n was just linked into the list of leaves: it joins the directory
  * node of the leaf before it (or after it, as the new head). */
 static void dn_join(struct za_map *m, struct leaf *n)
@@ -975,6 +988,21 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 			/* Only on the drives: clean, named where it is. */
 			r.lo = dn->first->key;
 			r.hi = dn->first->end;
+			r.pg = dn->pg;
+			ops->root(priv, &r);
+			continue;
+		}
+		if (!dn->dirty) {
+			/*
+			 * Clean, so are its leaves (a leaf that changes
+			 * dirties its node): its page names them as they
+			 * are. Only its range is needed - its first leaf's
+			 * key and its last leaf's end - not a walk of its
+			 * leaves: a snapshot costs O(nodes + what changed).
+			 */
+			assert(dn->pg);
+			r.lo = dn->first->key;
+			r.hi = leaf_end(dn_last(dn));
 			r.pg = dn->pg;
 			ops->root(priv, &r);
 			continue;

@@ -833,6 +833,76 @@ START_TEST(test_cache_seams)
 }
 END_TEST
 
+/*
+ * A snapshot after a change in one place: only that leaf and its
+ * directory node are written, and the root names every other directory
+ * node - clean, its leaves not walked - by the range its page covers
+ * (the map loaded back from the pages equals the model).
+ */
+START_TEST(test_pages_clean_nodes)
+{
+	struct ref *r = calloc(1, sizeof(*r));
+	struct pdrive d = { 0 };
+	struct za_map_loc loc = { .kind = ZA_MAP_DATA, .group = 3 };
+	struct za_map_snap snap;
+	struct za_map_dirty dc;
+	struct za_map *m, *m2;
+	uint64_t lba;
+	unsigned round;
+
+	NBLK = NBLK_MAX;
+	rng = 5151;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	for (lba = 0; lba < NBLK; lba += 2) {
+		loc.pos = 3 * lba;
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos;
+	}
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_dirty_count(m, &dc);
+	ck_assert_uint_gt(dc.nodes, 4);
+	for (round = 0; round < 40; round++) {
+		/* One block: set over a hole (the leaf's range may grow at
+		 * either end), an extent written again, or one cleared. */
+		lba = rnd() % NBLK;
+		loc.pos = 7 * lba + round;
+		if (round % 3 == 2) {
+			ck_assert_int_eq(za_map_clear(m, lba, 1, NULL, NULL),
+					 0);
+			r->kind[lba] = 0;
+		} else {
+			ck_assert_int_eq(
+				za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+			r->kind[lba] = loc.kind;
+			r->group[lba] = loc.group;
+			r->pos[lba] = loc.pos;
+		}
+		d.nr_root = 0;
+		d.written = 0;
+		za_map_dirty_count(m, &dc);
+		ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+		ck_assert_uint_eq(d.written, (uint64_t)dc.leaves + dc.dirs);
+		ck_assert_uint_le(d.written, 4);
+		ck_assert_uint_eq(d.nr_root, dc.nodes);
+		za_map_snap_end(m, &snap, true, pd_drop, &d);
+		m2 = pd_load(&d);
+		check_all(m2, r);
+		za_map_free(m2);
+	}
+	za_map_free(m);
+	for (size_t i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("map");
@@ -844,6 +914,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_pages_against_model, 0,
 			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_pages_load_refused);
+	tcase_add_test(tc, test_pages_clean_nodes);
 	tcase_add_loop_test(tc, test_cache_against_model, 0,
 			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_cache_fill_refused);
