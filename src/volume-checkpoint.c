@@ -765,9 +765,10 @@ static int ckpt_counts_take(struct za_volume *v)
 	c->counts = malloc((v->lt.nr + 1) * sizeof(*c->counts));
 	if (!c->counts)
 		return -ENOMEM;
+	/* A group holding map pages is the census's (ckpt_census()). */
 	for (i = 0; i < v->lt.size; i++)
 		for (l = v->lt.h[i]; l; l = l->next)
-			if (l->kind != LK_CKPT && l->blocks)
+			if (l->kind != LK_CKPT && !l->pages && l->blocks)
 				c->counts[n++] = (struct za_ckpt_rec){
 					.type = ZA_CKPT_REC_COUNT,
 					.nr_blocks = l->blocks,
@@ -793,7 +794,7 @@ static int ckpt_census(struct za_volume *v)
 
 	for (i = 0; i < v->lt.size; i++)
 		for (l = v->lt.h[i]; l; l = l->next)
-			n += l->kind == LK_CKPT && l->pages;
+			n += l->pages != 0;
 	all = realloc(c->counts, (n + 1) * sizeof(*all));
 	if (!all)
 		return -ENOMEM;
@@ -801,7 +802,7 @@ static int ckpt_census(struct za_volume *v)
 	n = c->nr_counts;
 	for (i = 0; i < v->lt.size; i++)
 		for (l = v->lt.h[i]; l; l = l->next)
-			if (l->kind == LK_CKPT && l->pages)
+			if (l->pages)
 				all[n++] = (struct za_ckpt_rec){
 					.type = ZA_CKPT_REC_COUNT,
 					.nr_blocks = l->pages,
@@ -815,13 +816,16 @@ static int ckpt_census(struct za_volume *v)
 			continue;
 		key.group = pg->group;
 		r = bsearch(&key, all, n, sizeof(*all), count_cmp);
-		/* Counted pages are in their group's count. */
-		assert(r && r->nr_blocks);
-		if (r)
+		/* Counted pages are in their group's count; were one not,
+		 * recovery's comparison would say so. */
+		if (r && r->nr_blocks)
 			r->nr_blocks--;
 	}
+	/* The format wants groups strictly increasing: a group twice (not
+	 * expected) keeps its first count rather than fail the checkpoint. */
 	for (i = j = 0; i < n; i++)
-		if (all[i].nr_blocks)
+		if (all[i].nr_blocks &&
+		    (!j || all[j - 1].group != all[i].group))
 			all[j++] = all[i];
 	c->nr_counts = j;
 	return 0;
