@@ -602,7 +602,8 @@ static void gc_collect_pump(struct za_volume *v)
 	 * segments moved victim after victim without gaining a segment
 	 * (test_gc_stop_ends_gc timed out 2 runs in 60).
 	 */
-	qsort(gc->ext, gc->nr_ext, sizeof(*gc->ext), gc_ext_cmp);
+	if (gc->nr_ext) /* ext is NULL before the first */
+		qsort(gc->ext, gc->nr_ext, sizeof(*gc->ext), gc_ext_cmp);
 	{
 		size_t i, o = 0;
 
