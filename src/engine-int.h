@@ -327,6 +327,16 @@ void eng_pump(struct za_engine *e);
 /* engine-read.c */
 int eng_hdr_place_check(const struct za_segment *g,
 			const struct za_stripe_hdr *h);
+/*
+ * Decode the header block of column @c of stripe @stripe_idx of @g into
+ * *@h and check it is that column's (array, segment, stripe, column,
+ * geometry, group, place): 0; -ENODATA for a hole a rebuild wrote where
+ * the stripe was dead; -EBADMSG for anything else. Not its payload's
+ * CRCs (scrub checks them, the LBA-table read needs none).
+ */
+int eng_hdr_col_check(const struct za_engine *e, const struct za_segment *g,
+		      uint32_t stripe_idx, unsigned c, const uint8_t *blk,
+		      struct za_stripe_hdr *h);
 void eng_read_errors_check(struct za_engine *e, unsigned idx);
 
 /* engine-space.c */

@@ -93,35 +93,6 @@ static void lb_stripe_end(struct lb_stripe *s, int err)
 		lb_fill(cx);
 }
 
-/*
- * Check a decoded header of column @c of the stripe: 0, -ENODATA for a
- * hole a rebuild wrote where the stripe was dead, -EBADMSG for anything
- * else (engine-scrub.c's sc_verify() without the payload).
- */
-static int lb_verify(const struct za_engine *e, const struct za_segment *g,
-		     uint32_t stripe_idx, unsigned c, const uint8_t *blk,
-		     struct za_stripe_hdr *h)
-{
-	const struct za_stripe_layout *l = &g->st->l;
-	uint8_t flags;
-
-	if (za_stripe_hdr_decode(blk, h) ||
-	    !za_uuid_eq(&h->array_uuid, &e->uuid) || h->seg_id != g->id ||
-	    h->stripe_idx != stripe_idx || h->col != c || h->k != l->k ||
-	    h->p != l->p || h->rows != l->rows ||
-	    h->chunk_bytes != l->chunk_bytes || h->group_id != g->grp->id ||
-	    h->group_idx != g->grp_idx)
-		return -EBADMSG;
-	flags = h->flags;
-	h->flags &= (uint8_t)~ZA_STRIPE_F_HOLE;
-	if (eng_hdr_place_check(g, h))
-		return -EBADMSG;
-	h->flags = flags;
-	if (flags & ZA_STRIPE_F_HOLE)
-		return (flags & ZA_STRIPE_F_RELOCATED) ? -ENODATA : -EBADMSG;
-	return 0;
-}
-
 static void lb_step(struct lb_stripe *s);
 
 static void lb_col_done(struct za_dev_req *req)
@@ -136,8 +107,8 @@ static void lb_col_done(struct za_dev_req *req)
 	if (req->result) { /* counted and logged there, once */
 		eng_req_failed(e, midx, s->g->zone[c], req, true, ENG_REQ_READ);
 	} else {
-		ret = lb_verify(e, s->g, s->stripe_idx, c,
-				s->hdr + (size_t)c * 4096, &h);
+		ret = eng_hdr_col_check(e, s->g, s->stripe_idx, c,
+					s->hdr + (size_t)c * 4096, &h);
 		if (ret == -ENODATA) {
 			s->holes |= 1ull << c;
 		} else if (ret) {

@@ -76,6 +76,30 @@ static bool unit_wants(const struct za_engine *e, const struct rd_unit *u,
  * Its members[]/zones[] are the segment's first placement; a column a
  * rebuild moved says so (F_RELOCATED) and where it is now. 0 or -EBADMSG.
  */
+int eng_hdr_col_check(const struct za_engine *e, const struct za_segment *g,
+		      uint32_t stripe_idx, unsigned c, const uint8_t *blk,
+		      struct za_stripe_hdr *h)
+{
+	const struct za_stripe_layout *l = &g->st->l;
+	uint8_t flags;
+
+	if (za_stripe_hdr_decode(blk, h) ||
+	    !za_uuid_eq(&h->array_uuid, &e->uuid) || h->seg_id != g->id ||
+	    h->stripe_idx != stripe_idx || h->col != c || h->k != l->k ||
+	    h->p != l->p || h->rows != l->rows ||
+	    h->chunk_bytes != l->chunk_bytes || h->group_id != g->grp->id ||
+	    h->group_idx != g->grp_idx)
+		return -EBADMSG;
+	flags = h->flags;
+	h->flags &= (uint8_t)~ZA_STRIPE_F_HOLE;
+	if (eng_hdr_place_check(g, h))
+		return -EBADMSG;
+	h->flags = flags;
+	if (flags & ZA_STRIPE_F_HOLE)
+		return (flags & ZA_STRIPE_F_RELOCATED) ? -ENODATA : -EBADMSG;
+	return 0;
+}
+
 int eng_hdr_place_check(const struct za_segment *g,
 			const struct za_stripe_hdr *h)
 {

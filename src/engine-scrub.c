@@ -55,23 +55,11 @@ static int sc_verify(const struct za_engine *e, const struct za_segment *g,
 		     struct za_stripe_hdr *h)
 {
 	const struct za_stripe_layout *l = &g->st->l;
-	uint8_t flags;
 	uint32_t j;
+	int ret = eng_hdr_col_check(e, g, stripe_idx, c, slot, h);
 
-	if (za_stripe_hdr_decode(slot, h) ||
-	    !za_uuid_eq(&h->array_uuid, &e->uuid) || h->seg_id != g->id ||
-	    h->stripe_idx != stripe_idx || h->col != c || h->k != l->k ||
-	    h->p != l->p || h->rows != l->rows ||
-	    h->chunk_bytes != l->chunk_bytes || h->group_id != g->grp->id ||
-	    h->group_idx != g->grp_idx)
-		return -EBADMSG;
-	flags = h->flags;
-	h->flags &= (uint8_t)~ZA_STRIPE_F_HOLE;
-	if (eng_hdr_place_check(g, h))
-		return -EBADMSG;
-	h->flags = flags;
-	if (flags & ZA_STRIPE_F_HOLE)
-		return (flags & ZA_STRIPE_F_RELOCATED) ? -ENODATA : -EBADMSG;
+	if (ret)
+		return ret;
 	for (j = 0; j < l->col_blocks; j++)
 		if (za_crc32c(slot + ZA_STRIPE_HDR_BYTES + (uint64_t)j * 4096,
 			      4096) != h->blk_crc[j])
