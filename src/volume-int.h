@@ -192,6 +192,7 @@ struct ckpt {
 	bool for_space; /* started to free zones in quarantine */
 	bool whole; /* holds the map whole, in its parts (version 2) */
 	bool space_failed; /* such a one failed: not again before a victim */
+	bool retry; /* it failed for want of room its end then freed */
 	uint8_t *blocks; /* nr_parts encoded parts, once the pages are out */
 	uint64_t *part_group; /* where each part written landed */
 	uint64_t *part_pos; /* its group position */

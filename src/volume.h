@@ -226,6 +226,7 @@ struct za_volume_stats {
 	uint64_t live_blocks;
 	uint64_t buffers; /* stripe buffers alive (in memory only) */
 	uint64_t checkpoints, checkpoint_failures; /* written, given up */
+	uint64_t checkpoint_retries; /* written again after a quarantine break */
 	uint64_t checkpoint_seq; /* sequence number the live checkpoint
 				  * covers (loaded or written); 0: none */
 	uint64_t checkpoint_blocks; /* its parts */
