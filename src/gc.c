@@ -90,6 +90,26 @@ static double live_u(const struct za_volume *v, const struct live *l)
 	return live_zones / l->zones;
 }
 
+/*
+ * Does moving @l's live blocks free anything? The flush after a victim
+ * pads its last data stripe (step 4), so a move costs whole stripes: with
+ * a few stripes per segment a victim can cost all it frees. GC then took
+ * its own output, victim after victim (33 of 40 blocks live: 5 stripes
+ * moved out of 5), free space never rising while writes waited for it
+ * (test_gc_stop_ends_gc, design.md 10.4). Checkpoint groups move nothing.
+ */
+static bool live_gains(const struct za_volume *v, const struct live *l)
+{
+	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
+	uint64_t d = dl->data_blocks, cost, cap;
+
+	if (l->kind == LK_CKPT || !v->lt.dbps || l->zones <= 0)
+		return true;
+	cost = (l->blocks + d - 1) / d * d;
+	cap = (uint64_t)(l->zones * (double)v->lt.dbps / dl->width + 0.5);
+	return cost < cap;
+}
+
 /* The bucket @l belongs in: -1 when GC must not take its group. */
 static int live_bucket(const struct za_volume *v, const struct live *l)
 {
@@ -689,7 +709,7 @@ static bool gc_choose(struct za_volume *v, double max_u, uint64_t *victim,
 				continue;
 			seen++;
 			u = live_u(v, l);
-			if (u > max_u)
+			if (u > max_u || !live_gains(v, l))
 				continue;
 			score = (1 - u) *
 				(double)(v->lt.max_group - l->group + 1) /
@@ -1210,8 +1230,11 @@ static void gc_start(struct za_volume *v, bool idle)
 	gc->next_ext = 0;
 	gc->next_off = 0;
 	v->st.gc_runs++;
-	za_log_debug("gc%s: group %llu chosen", idle ? " (idle)" : "",
-		     (unsigned long long)gc->victim);
+	za_log_debug("gc%s: group %llu chosen: %lld blocks live in %.1f "
+		     "zones (%.0f%%)",
+		     idle ? " (idle)" : "", (unsigned long long)gc->victim,
+		     l ? (long long)l->blocks : -1LL, l ? l->zones : -1.0,
+		     l ? 100 * live_u(v, l) : -1.0);
 	if (gc->kind != GC_KIND_CKPT) {
 		struct za_group_info *gi = v->lt.gi;
 
