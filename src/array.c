@@ -563,10 +563,22 @@ int za_array_assemble(struct za_io *io, const char *name,
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* Every drive's zone report at once (each is ~75,000 zones on a
+	 * 20 TB SMR drive); then their superblocks. */
+	za_progress_set(pol.progress, "opening drives", 0, n);
+	za_dev_open_many(io, paths, n, 0, devs, rc);
 	for (i = 0; i < n; i++) {
 		za_progress_set(pol.progress, "reading superblocks", i, n);
-		ret = arr_member_open(io, paths[i], pol.fault_injection,
-				      &devs[i]);
+		ret = rc[i];
+		if (!ret && pol.fault_injection) {
+			struct za_dev *raw = devs[i];
+
+			ret = za_fault_wrap(raw, &devs[i]);
+			if (ret) {
+				devs[i] = NULL;
+				za_dev_close(raw);
+			}
+		}
 		if (ret) {
 			arr_seterr(err, errlen, "%s: %s", paths[i],
 				   ret == -EMEDIUMTYPE ?
@@ -583,7 +595,12 @@ int za_array_assemble(struct za_io *io, const char *name,
 			ret = -ENOMEM;
 			goto out;
 		}
-		rc[i] = za_sb_read(devs[i], sbs[i]);
+	}
+	/* Every member's newest records at once, then checked in turn. */
+	ret = za_sb_read_many(devs, n, sbs, rc);
+	if (ret)
+		goto out;
+	for (i = 0; i < n; i++) {
 		if (rc[i]) {
 			free(sbs[i]);
 			sbs[i] = NULL;

@@ -16,6 +16,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include "container.h"
 #include "dev-backends.h"
 #include "dev.h"
+#include "io.h"
 #include "log.h"
 
 const char *za_dev_model_str(enum za_dev_model m)
@@ -142,6 +144,67 @@ int za_dev_open(struct za_io *io, const char *path, unsigned flags,
 	za_log_err("%s: neither a block device nor an emulated-drive file",
 		   path);
 	return -EMEDIUMTYPE;
+}
+
+struct open_many {
+	struct za_io *io;
+	const char *const *paths;
+	unsigned n, flags;
+	atomic_uint next;
+	struct za_dev **devs;
+	int *rcs;
+};
+
+static void *open_many_thread(void *arg)
+{
+	struct open_many *om = arg;
+	unsigned i;
+
+	while ((i = atomic_fetch_add(&om->next, 1)) < om->n)
+		om->rcs[i] = za_dev_open(om->io, om->paths[i], om->flags,
+					 &om->devs[i]);
+	return NULL;
+}
+
+void za_dev_open_many(struct za_io *io, const char *const *paths, unsigned n,
+		      unsigned flags, struct za_dev **devs, int *rcs)
+{
+	struct open_many om = { .io = io,
+				.paths = paths,
+				.n = n,
+				.flags = flags,
+				.devs = devs,
+				.rcs = rcs };
+	unsigned i, nt = n < ZA_DEV_OPEN_THREADS ? n : ZA_DEV_OPEN_THREADS;
+	pthread_t *th = NULL;
+	bool blk = false;
+
+	atomic_init(&om.next, 0);
+	for (i = 0; i < n; i++) {
+		struct stat st;
+
+		devs[i] = NULL;
+		rcs[i] = -EINPROGRESS;
+		blk |= stat(paths[i], &st) == 0 && S_ISBLK(st.st_mode);
+	}
+	/*
+	 * The one thing an open shares: a block device's may set up the
+	 * loop's io_uring (NVMe passthrough), which also watches the loop.
+	 * Set up here first, it is only looked at in the threads; if that
+	 * fails, the opens go one after the other, as za_dev_open() alone.
+	 */
+	if (nt >= 2 && !(blk && za_io_ring_setup(io) < 0))
+		th = calloc(nt, sizeof(*th));
+	for (i = 0; th && i < nt; i++)
+		if (pthread_create(&th[i], NULL, open_many_thread, &om))
+			break;
+	/* Fewer threads than asked (none) is only slower: this one opens
+	 * what the others have not taken. */
+	open_many_thread(&om);
+	nt = th ? i : 0;
+	for (i = 0; i < nt; i++)
+		pthread_join(th[i], NULL);
+	free(th);
 }
 
 void za_dev_close(struct za_dev *dev)

@@ -240,6 +240,19 @@ struct za_dev {
  */
 int za_dev_open(struct za_io *io, const char *path, unsigned flags,
 		struct za_dev **out);
+/*
+ * za_dev_open() of each of @paths[0..@n), side by side: a zoned drive's
+ * open reports every zone (~75,000 on a 20 TB SMR drive), and one after
+ * the other an assembly of hundreds of drives waited for the sum. Up to
+ * ZA_DEV_OPEN_THREADS threads, each opening the next path not taken; the
+ * calling thread waits for them all (synchronous, like za_dev_open()).
+ * @devs[i] and @rcs[i] get each one's result, in the order of @paths.
+ * Without threads (none could start, or the loop's ring could not be set
+ * up first: see dev.c) it opens them one after the other.
+ */
+#define ZA_DEV_OPEN_THREADS 32u
+void za_dev_open_many(struct za_io *io, const char *const *paths, unsigned n,
+		      unsigned flags, struct za_dev **devs, int *rcs);
 void za_dev_close(struct za_dev *dev);
 
 /* Queue a request (see the contract above). */

@@ -658,15 +658,48 @@ static int sb_io(struct za_dev *dev, enum za_dev_op op, uint64_t off,
  * -EBADMSG (records, none valid), -EPROTONOSUPPORT (the newest is a
  * format we do not know) or an I/O error.
  */
+/*
+ * A superblock zone's report and its newest record, read ahead of
+ * sb_read_zone() by za_sb_read_many(), every member's at once.
+ */
+struct sb_ahead {
+	int report; /* sb_zone()'s result; 1: not reported */
+	struct za_zone z;
+	uint8_t *buf; /* the newest record's slot once read, or NULL */
+	struct za_dev_req *reqs; /* its chunks */
+	unsigned nr_reqs;
+	int result; /* the first chunk's error */
+	unsigned *left; /* reads in flight over every zone */
+	bool *all_done;
+};
+
+/* Records a superblock zone holds (written slots; one if conventional). */
+static uint64_t sb_zone_records(const struct za_dev *dev,
+				const struct za_zone *z)
+{
+	uint64_t slot = sb_slot_bytes(dev);
+
+	if (z->type == ZA_ZONE_TYPE_CNV)
+		return z->cap_bytes >= slot ? 1 : 0;
+	return zone_written(z) / slot;
+}
+
+/* The newest record of one superblock zone into @out, the zone's report
+ * and that record taken from @ah when it has them. */
 static int sb_read_zone(struct za_dev *dev, uint32_t zidx, uint8_t *buf,
-			struct za_sb *out)
+			struct za_sb *out, const struct sb_ahead *ah)
 {
 	uint64_t slot = sb_slot_bytes(dev), n, i;
 	struct za_zone z;
 	const char *why;
 	int ret, res = -ENOENT;
 
-	ret = sb_zone(dev, zidx, &z);
+	if (ah && ah->report <= 0) {
+		ret = ah->report;
+		z = ah->z;
+	} else {
+		ret = sb_zone(dev, zidx, &z);
+	}
 	if (ret)
 		return ret;
 	if (z.cond == ZA_ZONE_COND_OFFLINE) {
@@ -674,19 +707,19 @@ static int sb_read_zone(struct za_dev *dev, uint32_t zidx, uint8_t *buf,
 			   zidx);
 		return -EIO;
 	}
-	if (z.type == ZA_ZONE_TYPE_CNV)
-		n = z.cap_bytes >= slot ? 1 : 0;
-	else
-		n = zone_written(&z) / slot;
+	n = sb_zone_records(dev, &z);
 
 	/* Newest first; a torn or corrupt tail falls back a few records. */
 	for (i = 0; i < n && i < SB_READ_TRIES; i++) {
 		uint64_t off = z.start_bytes + (n - 1 - i) * slot;
+		const uint8_t *rec = buf;
 
-		ret = sb_io(dev, ZA_DEV_OP_READ, off, buf, slot, zidx);
-		if (ret)
+		if (!i && ah && ah->buf && !ah->result)
+			rec = ah->buf; /* read ahead */
+		else if ((ret = sb_io(dev, ZA_DEV_OP_READ, off, buf, slot,
+				      zidx)))
 			return ret;
-		ret = sb_decode(buf, slot, out, &why);
+		ret = sb_decode(rec, slot, out, &why);
 		if (!ret) {
 			if (i)
 				za_log_warn(
@@ -712,7 +745,8 @@ static int sb_read_zone(struct za_dev *dev, uint32_t zidx, uint8_t *buf,
 	return res;
 }
 
-int za_sb_read(struct za_dev *dev, struct za_sb *out)
+static int sb_read_dev(struct za_dev *dev, struct za_sb *out,
+		       const struct sb_ahead *ah)
 {
 	struct za_sb *tmp = NULL;
 	uint8_t *buf = NULL;
@@ -730,7 +764,7 @@ int za_sb_read(struct za_dev *dev, struct za_sb *out)
 		goto err_buf;
 	}
 	for (z = 0; z < ZA_SB_ZONES; z++) {
-		rz[z] = sb_read_zone(dev, z, buf, tmp);
+		rz[z] = sb_read_zone(dev, z, buf, tmp, ah ? &ah[z] : NULL);
 		if (rz[z])
 			continue;
 		if (best < 0 || tmp->generation > out->generation) {
@@ -770,6 +804,97 @@ done:
 err_buf:
 	free(tmp);
 	return ret;
+}
+
+int za_sb_read(struct za_dev *dev, struct za_sb *out)
+{
+	return sb_read_dev(dev, out, NULL);
+}
+
+static void sb_ahead_done(struct za_dev_req *req)
+{
+	struct sb_ahead *ah = req->priv;
+
+	if (req->result && !ah->result)
+		ah->result = req->result;
+	if (!--*ah->left)
+		*ah->all_done = true;
+}
+
+/* Report @dev's superblock zone @zidx into @ah and start reading its
+ * newest record; *@ah->left counts the reads started. */
+static void sb_ahead_start(struct za_dev *dev, uint32_t zidx,
+			   struct sb_ahead *ah)
+{
+	uint64_t slot = sb_slot_bytes(dev), n, off, done;
+	uint64_t chunk = sb_chunk_bytes(dev, dev->caps.lblock_bytes);
+	unsigned c;
+
+	ah->report = sb_zone(dev, zidx, &ah->z);
+	if (ah->report || ah->z.cond == ZA_ZONE_COND_OFFLINE)
+		return;
+	n = sb_zone_records(dev, &ah->z);
+	if (!n)
+		return;
+	ah->nr_reqs = (unsigned)((slot + chunk - 1) / chunk);
+	ah->reqs = calloc(ah->nr_reqs, sizeof(*ah->reqs));
+	if (!ah->reqs || posix_memalign((void **)&ah->buf, SB_BLOCK, slot)) {
+		free(ah->reqs);
+		ah->reqs = NULL;
+		ah->buf = NULL;
+		return; /* read when it is needed instead */
+	}
+	off = ah->z.start_bytes + (n - 1) * slot;
+	for (c = 0, done = 0; c < ah->nr_reqs; c++, done += chunk) {
+		struct za_dev_req *r = &ah->reqs[c];
+
+		r->op = ZA_DEV_OP_READ;
+		r->off_bytes = off + done;
+		r->len_bytes = slot - done < chunk ? slot - done : chunk;
+		r->buf = ah->buf + done;
+		r->done = sb_ahead_done;
+		r->priv = ah;
+		(*ah->left)++;
+	}
+	for (c = 0; c < ah->nr_reqs; c++)
+		za_dev_submit(dev, &ah->reqs[c]);
+}
+
+int za_sb_read_many(struct za_dev *const *devs, unsigned n,
+		    struct za_sb *const *outs, int *rcs)
+{
+	struct sb_ahead *ah;
+	unsigned i, z, left = 0;
+	bool all_done = false;
+
+	ah = calloc((size_t)n * ZA_SB_ZONES, sizeof(*ah));
+	if (!ah)
+		return -ENOMEM;
+	for (i = 0; i < n * ZA_SB_ZONES; i++) {
+		ah[i].report = 1;
+		ah[i].left = &left;
+		ah[i].all_done = &all_done;
+	}
+	for (i = 0; i < n; i++) {
+		if (!devs[i] || za_sb_check_dev(devs[i]))
+			continue; /* sb_read_dev() says why */
+		for (z = 0; z < ZA_SB_ZONES; z++)
+			sb_ahead_start(devs[i], z, &ah[i * ZA_SB_ZONES + z]);
+	}
+	/* A read submitted always completes: the loop runs until the last. */
+	if (left)
+		za_io_run_until(devs[0]->io, &all_done, 0);
+	for (i = 0; i < n; i++) {
+		rcs[i] = devs[i] ? sb_read_dev(devs[i], outs[i],
+					       &ah[i * ZA_SB_ZONES]) :
+				   -ENODEV;
+		for (z = 0; z < ZA_SB_ZONES; z++) {
+			free(ah[i * ZA_SB_ZONES + z].buf);
+			free(ah[i * ZA_SB_ZONES + z].reqs);
+		}
+	}
+	free(ah);
+	return 0;
 }
 
 /* Where the next record of a superblock zone goes. */

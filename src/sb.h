@@ -128,6 +128,16 @@ int za_sb_decode(const void *buf, size_t len, struct za_sb *out);
  * from the drive.
  */
 int za_sb_read(struct za_dev *dev, struct za_sb *out);
+/*
+ * za_sb_read() of @devs[0..@n) (all on one loop; a NULL entry is skipped
+ * with -ENODEV) into @outs[i], its result in @rcs[i]: every member's
+ * newest records are read at once, then checked one member at a time (a
+ * record found torn or corrupt falls back as za_sb_read() does, reading
+ * then). Synchronous: runs the loop until the reads are done. Returns 0,
+ * or -ENOMEM with nothing read.
+ */
+int za_sb_read_many(struct za_dev *const *devs, unsigned n,
+		    struct za_sb *const *outs, int *rcs);
 /* Write @sb (zone sb->generation % 2), then FLUSH. Returns 0 or -errno. */
 int za_sb_write(struct za_dev *dev, const struct za_sb *sb);
 /* Reset both superblock zones (conventional ones: zero the record). */

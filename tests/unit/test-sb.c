@@ -1098,6 +1098,133 @@ START_TEST(test_io_small_max_io)
 }
 END_TEST
 
+/*
+ * za_sb_read_many() reads every member's newest records at once, then
+ * checks each as za_sb_read() does: for drives in every state it answers
+ * exactly what za_sb_read() answers of each - blank, several generations,
+ * garbage or a torn record after the newest (the fallback reads then), a
+ * missing member, a drive whose reads all fail, one whose
+ * first superblock zone is offline, one whose largest I/O is below a
+ * record (several chunks per read). The drives are opened side by side
+ * on one loop by za_dev_open_many(), which also answers for a path that
+ * does not exist.
+ */
+#define RM_DRIVES 10
+START_TEST(test_io_read_many)
+{
+	const struct iogeo *g = &iogeos[_i];
+	struct za_sb *many[RM_DRIVES], *one = calloc(1, sizeof(*one));
+	struct za_dev *devs[RM_DRIVES];
+	const char *paths[RM_DRIVES];
+	struct tdrive t[RM_DRIVES];
+	int rc_open[RM_DRIVES], rc[RM_DRIVES];
+	uint64_t reads[RM_DRIVES];
+	struct za_fault_cfg cfg = { 0 };
+	uint64_t slot = slot_of(g), gen;
+	uint8_t *rec = talloc(slot);
+	struct za_sb *sb;
+	struct za_io *io;
+	unsigned i;
+
+	za_log_set_sink(quiet);
+	for (i = 0; i < RM_DRIVES; i++) {
+		if (i == 8) {
+			struct za_emu_params p;
+
+			za_emu_params_default(&p, ZA_DEV_MODEL_ZNS);
+			p.size_bytes = 8ull << 20;
+			p.zone_size_bytes = 1ull << 20;
+			p.zone_cap_bytes = 512ull << 10;
+			p.max_io_bytes = 16384;
+			p.max_append_bytes = 16384;
+			tdrive_make(&t[i], &p);
+		} else {
+			io_drive(&t[i], g);
+		}
+		many[i] = calloc(1, sizeof(*many[i]));
+	}
+	for (gen = 1; gen <= 3; gen++)
+		write_gen(t[1].dev, gen);
+	for (gen = 1; gen <= 5; gen++) {
+		write_gen(t[2].dev, gen);
+		write_gen(t[3].dev, gen);
+	}
+	tfill(rec, slot, 0x33);
+	put_tail(t[2].dev, g, 1, rec, slot);
+	sb = drive_sb(6);
+	ck_assert_int_eq(za_sb_encode(sb, rec, slot), 0);
+	free(sb);
+	rec[5000] ^= 1;
+	put_tail(t[3].dev, g, 0, rec, slot);
+	for (gen = 1; gen <= 9; gen++)
+		write_gen(t[5].dev, gen);
+	for (gen = 1; gen <= 2; gen++) {
+		write_gen(t[6].dev, gen);
+		write_gen(t[7].dev, gen);
+	}
+	for (gen = 1; gen <= 7; gen++)
+		write_gen(t[8].dev, gen);
+
+	/* All on one loop now, opened side by side. */
+	ck_assert_int_eq(za_io_new(NULL, &io), 0);
+	for (i = 0; i < RM_DRIVES; i++) {
+		za_dev_close(t[i].dev);
+		t[i].dev = NULL;
+		paths[i] = t[i].path;
+	}
+	paths[4] = "/nonexistent/za-unit-drive";
+	za_dev_open_many(io, paths, RM_DRIVES, 0, devs, rc_open);
+	for (i = 0; i < RM_DRIVES; i++) {
+		ck_assert_int_eq(rc_open[i], i == 4 ? -ENOENT : 0);
+		ck_assert(i == 4 ? !devs[i] : devs[i] && devs[i]->io == io);
+	}
+	ck_assert_int_eq(za_fault_wrap(devs[6], &devs[6]), 0);
+	cfg.eio_rate_ppm = 1000000;
+	za_fault_set(devs[6], &cfg);
+	ck_assert_int_eq(za_fault_wrap(devs[7], &devs[7]), 0);
+	ck_assert_int_eq(za_fault_zone_cond(devs[7], 0, ZA_ZONE_COND_OFFLINE),
+			 0);
+
+	for (i = 0; i < RM_DRIVES; i++)
+		reads[i] = devs[i] ? devs[i]->stats.reads : 0;
+	ck_assert_int_eq(za_sb_read_many(devs, RM_DRIVES, many, rc), 0);
+	for (i = 0; i < RM_DRIVES; i++) {
+		uint64_t r0 = devs[i] ? devs[i]->stats.reads : 0;
+		int want = devs[i] ? za_sb_read(devs[i], one) : -ENODEV;
+		uint64_t r1 = devs[i] ? devs[i]->stats.reads : 0;
+
+		ck_assert_msg(rc[i] == want, "drive %u: %d, za_sb_read() %d", i,
+			      rc[i], want);
+		if (!want)
+			assert_sb_eq(one, many[i]);
+		/* The records read ahead were the ones needed: no more
+		 * reads than za_sb_read() (a failed one is read again). */
+		if (i != 6)
+			ck_assert_uint_eq(r0 - reads[i], r1 - r0);
+	}
+	/* And what that is, drive by drive. */
+	ck_assert_int_eq(rc[0], -ENOENT);
+	ck_assert_uint_eq(many[1]->generation, 3);
+	ck_assert_uint_eq(many[2]->generation, g->conv >= 2 ? 4 : 5);
+	if (g->conv < 2)
+		ck_assert_uint_eq(many[3]->generation, 5);
+	ck_assert_uint_eq(many[5]->generation, 9);
+	ck_assert_int_eq(rc[6], -EIO);
+	ck_assert_uint_eq(many[7]->generation, 1);
+	ck_assert_uint_eq(many[8]->generation, 7);
+
+	for (i = 0; i < RM_DRIVES; i++) {
+		za_dev_close(devs[i]);
+		tdrive_free(&t[i]);
+		free(many[i]);
+	}
+	za_io_free(io);
+	za_log_set_sink(NULL);
+	free(one);
+	free(rec);
+}
+END_TEST
+
 /* ---- assembly ---- */
 
 #define AN 6 /* members of the test array */
@@ -1438,6 +1565,7 @@ int main(void)
 	tcase_add_test(io, test_io_faults);
 	tcase_add_test(io, test_check_dev);
 	tcase_add_test(io, test_io_small_max_io);
+	tcase_add_loop_test(io, test_io_read_many, 0, NR_IOGEOS);
 	suite_add_tcase(s, io);
 
 	tcase_add_test(as, test_asm_all_present);
