@@ -299,6 +299,7 @@ static void ckpt_live(struct za_volume *v)
 	struct ckpt *c = &v->ck;
 
 	ckpt_drop_parts(v, c->live_groups, c->live_nr);
+	c->last_stripes = c->nr_parts + c->nr_pages;
 	ckpt_pages_end(v, true);
 	free(c->live_groups);
 	c->live_groups = c->part_group;
@@ -495,20 +496,41 @@ static int ckpt_parts_encode(struct za_volume *v);
 
 /* How many stripes a segment of the checkpoint stream holds: a data
  * segment's length in bytes of a zone over the stream's slot. */
-static uint32_t ckpt_seg_stripes(const struct za_volume *v)
+static uint32_t seg_stripes(const struct za_volume *v,
+			    const struct za_engine_space *sp)
 {
 	const struct za_stripe_layout *d = za_engine_layout(v->eng);
 	const struct za_stripe_layout *l =
 		za_engine_stream_layout(v->eng, v->ck.stream);
-	struct za_engine_space sp;
 	uint64_t n;
 
-	za_engine_space(v->eng, &sp);
 	if (!d->data_blocks || !l->slot_bytes)
 		return 0;
-	n = sp.data_blocks_per_seg / d->data_blocks * d->slot_bytes /
+	n = sp->data_blocks_per_seg / d->data_blocks * d->slot_bytes /
 	    l->slot_bytes;
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+static uint32_t ckpt_seg_stripes(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(v->eng, &sp);
+	return seg_stripes(v, &sp);
+}
+
+/* The segments of its stream the next checkpoint may need: as many as the
+ * last one's parts and pages filled, at least one (the floor's). */
+uint64_t vol_ckpt_segs(const struct za_volume *v,
+		       const struct za_engine_space *sp)
+{
+	uint32_t per_seg = seg_stripes(v, sp);
+	uint64_t n;
+
+	if (!per_seg)
+		return 1;
+	n = ((uint64_t)v->ck.last_stripes + per_seg - 1) / per_seg;
+	return n > 1 ? n : 1;
 }
 
 static void ckpt_part_done(struct za_stripe_w *s, int result)
@@ -1192,7 +1214,7 @@ bool vol_ckpt_for_space(const struct za_volume *v)
 	if (!sp.quar_segs)
 		return false;
 	return v->critical ||
-	       sp.free_segs < vol_gc_floor_segs(&sp) + sp.write_set_segs;
+	       sp.free_segs < vol_gc_floor_segs(v, &sp) + sp.write_set_segs;
 }
 
 static void ckpt_start(struct za_volume *v, bool for_space)
@@ -1672,6 +1694,7 @@ static int ckpt_adopt(struct za_volume *v, struct ck_cand *c)
 	free(ck->live_groups);
 	ck->live_groups = all;
 	ck->live_nr = n;
+	ck->last_stripes = n; /* its pages not counted: not known here */
 	ck->live_id = c->id;
 	ck->live_seq = c->seq;
 	return 0;

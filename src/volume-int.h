@@ -193,6 +193,7 @@ struct ckpt {
 	bool whole; /* holds the map whole, in its parts (version 2) */
 	bool space_failed; /* such a one failed: not again before a victim */
 	bool retry; /* it failed for want of room its end then freed */
+	uint32_t last_stripes; /* parts and pages the live one wrote */
 	uint8_t *blocks; /* nr_parts encoded parts, once the pages are out */
 	uint64_t *part_group; /* where each part written landed */
 	uint64_t *part_pos; /* its group position */
@@ -279,7 +280,10 @@ int vol_unmap(struct za_volume *v, uint64_t lba, uint64_t n);
 int vol_unmap_ranges(struct za_volume *v, const struct za_journal_range *r,
 		     unsigned nr);
 uint64_t vol_gc_start_segs(const struct za_engine_space *sp);
-uint64_t vol_gc_floor_segs(const struct za_engine_space *sp);
+uint64_t vol_gc_floor_segs(const struct za_volume *v,
+			   const struct za_engine_space *sp);
+uint64_t vol_ckpt_segs(const struct za_volume *v,
+		       const struct za_engine_space *sp);
 bool vol_space_critical(struct za_volume *v);
 bool vol_gc_goes_first(const struct za_volume *v);
 void vol_resume_stalled(struct za_volume *v);

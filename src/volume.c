@@ -583,10 +583,28 @@ uint64_t vol_gc_start_segs(const struct za_engine_space *sp)
 	return a > b ? a : b;
 }
 
-/* The floor without the stripes on their way (vol_space_critical()). */
-uint64_t vol_gc_floor_segs(const struct za_engine_space *sp)
+/*
+ * The floor without the stripes on their way (vol_space_critical()): GC's
+ * write sets and room for a checkpoint, which below the floor goes first
+ * to free the zones in quarantine. That is one segment of its stream, or
+ * as many as the last one took: with small zones a checkpoint written
+ * whole is 16 stripes where a segment holds 9, and at a floor counting
+ * one it took the segment GC needed next - a victim then found no room
+ * and a data stripe failed with ENOSPC (test_ckpt_below_floor, 1 run in
+ * 180).
+ */
+uint64_t vol_gc_floor_segs(const struct za_volume *v,
+			   const struct za_engine_space *sp)
 {
-	return gc_write_sets(sp) + 1;
+	return gc_write_sets(sp) + vol_ckpt_segs(v, sp);
+}
+
+uint64_t za_volume_floor_segs(const struct za_volume *v)
+{
+	struct za_engine_space sp;
+
+	za_engine_space(v->eng, &sp);
+	return vol_gc_floor_segs(v, &sp);
 }
 
 /*
@@ -628,7 +646,7 @@ bool vol_space_critical(struct za_volume *v)
 		jper_seg = 1;
 	on_way = (v->data_inflight + per_seg - 1) / per_seg +
 		 (v->jrnl_inflight + jper_seg - 1) / jper_seg;
-	floor = vol_gc_floor_segs(&sp);
+	floor = vol_gc_floor_segs(v, &sp);
 	/* And no more stripes on their way than the space above the floor
 	 * holds (always one, so that writes never wait on nothing). */
 	above = sp.free_segs > floor ? sp.free_segs - floor : 0;

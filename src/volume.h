@@ -307,6 +307,13 @@ void za_volume_anchored(struct za_volume *v);
  */
 uint64_t za_volume_max_size(const struct za_volume *v);
 /*
+ * The floor: below this many free segments (the stripes on their way not
+ * counted) user writes wait for garbage collection. GC's write sets, and
+ * room for the checkpoint that frees the zones in quarantine - as many
+ * segments as the last checkpoint took (docs/design.md 10.1).
+ */
+uint64_t za_volume_floor_segs(const struct za_volume *v);
+/*
  * Grow the volume to @size_bytes: blocks past the old end read as zeros
  * until written. The size is not persisted here: the caller records it
  * (array.c: in the superblocks) before growing, since recovery ignores

@@ -2518,14 +2518,6 @@ static void deep_batch(struct tvol *t, struct sq_req *q, uint8_t *bufs,
 	}
 }
 
-/* The user-write floor of volume.c's vol_space_critical(): one write set of
- * free segments, the checkpoint stream's segment not counted, plus one. */
-static uint64_t write_floor_segs(const struct za_engine_space *sp)
-{
-	return (sp->write_set_segs > 1 ? sp->write_set_segs - 1 :
-					 sp->write_set_segs) +
-	       1;
-}
 struct below_floor {
 	uint64_t fill;
 };
@@ -2551,7 +2543,7 @@ static void child_below_floor(struct tvol *t, void *arg)
 		if (za_volume_flush_sync(t->v))
 			_exit(4);
 		za_engine_space(t->e, &sp);
-		if (sp.free_segs < write_floor_segs(&sp))
+		if (sp.free_segs < za_volume_floor_segs(t->v))
 			_exit(ZA_CRASH_EXIT);
 	}
 	_exit(0); /* never below the floor: the parent fails */
@@ -2591,14 +2583,14 @@ static uint64_t open_below_floor(struct tvol *t, const struct small_geo *g)
 			      rc);
 		tvol_open(t, false);
 		za_engine_space(t->e, &sp);
-		if (sp.free_segs < write_floor_segs(&sp))
+		if (sp.free_segs < za_volume_floor_segs(t->v))
 			break;
 	}
-	ck_assert_msg(sp.free_segs < write_floor_segs(&sp),
+	ck_assert_msg(sp.free_segs < za_volume_floor_segs(t->v),
 		      "reopened with %llu free segments, floor %llu: the "
 		      "case is not set up",
 		      (unsigned long long)sp.free_segs,
-		      (unsigned long long)write_floor_segs(&sp));
+		      (unsigned long long)za_volume_floor_segs(t->v));
 	/* What recovery made of it is the truth from here. */
 	ck_assert_int_eq(za_volume_read_sync(t->v, 0, t->vol_blocks * 4096,
 					     t->model),
