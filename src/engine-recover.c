@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "byteorder.h"
+#include "container.h"
 #include "crc.h"
 #include "ec.h"
 #include "log.h"
@@ -66,13 +67,18 @@ struct rec_stripe {
 	bool bad; /* columns disagree */
 };
 
+struct rec_ra;
+
 struct rec_ctx {
 	struct za_engine *e;
 	struct rec_stripe *st;
 	size_t nr, cap;
 	uint8_t *blk; /* 4 KiB, aligned */
 	uint64_t max_seq, max_seg, max_group;
+	struct rec_ra *ra; /* pass 1's headers, read ahead */
 };
+
+static const uint8_t *ra_get(struct rec_ra *ra, unsigned mi, uint64_t off);
 
 /*
  * Recovery's groups and segments, whether found in headers
@@ -269,16 +275,22 @@ static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 			struct za_stripe_hdr *h)
 {
 	struct za_engine *e = rc->e;
+	const uint8_t *blk = rc->ra ? ra_get(rc->ra, mi, off) : NULL;
 	int ret;
 
-	e->st.rec_hdr_reads++;
-	ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk, 4096,
-			     NULL);
-	if (ret)
-		return ret;
-	if (rec_blank(rc->blk))
+	if (blk) {
+		e->st.rec_hdr_ahead++;
+	} else {
+		e->st.rec_hdr_reads++;
+		ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk,
+				     4096, NULL);
+		if (ret)
+			return ret;
+		blk = rc->blk;
+	}
+	if (rec_blank(blk))
 		return -ENODATA;
-	ret = za_stripe_hdr_decode(rc->blk, h);
+	ret = za_stripe_hdr_decode(blk, h);
 	if (ret)
 		return ret;
 	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || hdr_at_member(h) != mi)
@@ -401,6 +413,236 @@ static int rec_scan_zone_from(struct rec_ctx *rc, unsigned mi, uint32_t z,
 static int rec_scan_zone(struct rec_ctx *rc, unsigned mi, uint32_t z)
 {
 	return rec_scan_zone_from(rc, mi, z, 0, 0);
+}
+
+/*
+ * Pass 1's read-ahead. rec_scan_zone_from() reads a zone's headers one
+ * after the other, each read synchronous, zone after zone, member after
+ * member: on drives with a seek per read, hundreds of zones to read after
+ * a checkpoint (S1) were as many seeks in a row. Before pass 1 every zone
+ * it will scan gets a chain that reads the same headers - the first slot,
+ * then one slot of the header's stream further on, stopping at a blank
+ * block, at the write pointer or at a first slot that is not ours - up to
+ * RA_INFLIGHT zones at once on the loop, RA_BLOCKS blocks in all (a full
+ * scan reads the rest as before). Pass 1 then runs as it did, taking each
+ * block it reads from here when a chain read it: what it does with a
+ * header is decided there alone, and a block no chain read (a chain that
+ * guessed another slot, failed, or ran out) is read then.
+ */
+#define RA_INFLIGHT 256u
+#define RA_BLOCKS 16384u /* 64 MiB */
+
+struct ra_blk {
+	uint64_t off;
+	uint8_t *data;
+};
+
+struct ra_zone {
+	struct rec_ra *ra;
+	unsigned mi;
+	uint32_t z;
+	uint64_t off, end, slot;
+	struct ra_blk *blk; /* in offset order */
+	size_t nr, cap, used;
+	struct za_dev_req req;
+};
+
+struct rec_ra {
+	struct za_engine *e;
+	struct ra_zone *zones; /* in (member, zone) order */
+	size_t nr, cap, next;
+	unsigned inflight;
+	size_t blocks;
+	bool done;
+};
+
+static void ra_chain_next(struct ra_zone *rz);
+
+static const uint8_t *ra_get(struct rec_ra *ra, unsigned mi, uint64_t off)
+{
+	const struct za_engine *e = ra->e;
+	uint32_t z = (uint32_t)(off / e->m[mi].zone_bytes);
+	size_t lo = 0, hi = ra->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct ra_zone *rz = &ra->zones[mid];
+
+		if (rz->mi == mi && rz->z == z) {
+			size_t a = 0, b = rz->nr;
+
+			while (a < b) {
+				size_t m = a + (b - a) / 2;
+
+				if (rz->blk[m].off == off) {
+					rz->used++;
+					return rz->blk[m].data;
+				}
+				if (rz->blk[m].off < off)
+					a = m + 1;
+				else
+					b = m;
+			}
+			return NULL;
+		}
+		if (rz->mi < mi || (rz->mi == mi && rz->z < z))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Zone @z of member @mi is to be scanned from byte @from (slot @slot). */
+static int ra_add(struct rec_ra *ra, unsigned mi, uint32_t z, uint64_t from,
+		  uint64_t slot)
+{
+	struct member *m = &ra->e->m[mi];
+	struct ra_zone *rz;
+
+	if (ra->nr == ra->cap) {
+		size_t cap = ra->cap ? 2 * ra->cap : 64;
+		struct ra_zone *v = realloc(ra->zones, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ra->zones = v;
+		ra->cap = cap;
+	}
+	rz = &ra->zones[ra->nr++];
+	memset(rz, 0, sizeof(*rz));
+	rz->mi = mi;
+	rz->z = z;
+	rz->off = (uint64_t)z * m->zone_bytes + from;
+	rz->end = m->zwp[z];
+	rz->slot = from ? slot : 0;
+	return 0;
+}
+
+static void ra_chain_end(struct ra_zone *rz)
+{
+	struct rec_ra *ra = rz->ra;
+
+	ra->inflight--;
+	while (ra->inflight < RA_INFLIGHT && ra->next < ra->nr) {
+		struct ra_zone *n = &ra->zones[ra->next++];
+
+		ra->inflight++;
+		n->ra = ra;
+		ra_chain_next(n);
+	}
+	if (!ra->inflight)
+		ra->done = true;
+}
+
+static void ra_read_done(struct za_dev_req *req)
+{
+	struct ra_zone *rz = container_of(req, struct ra_zone, req);
+	struct za_engine *e = rz->ra->e;
+	struct ra_blk *b = &rz->blk[rz->nr];
+	struct za_stripe_hdr h;
+
+	if (req->result) {
+		free(b->data); /* pass 1 reads it again, and says why */
+		ra_chain_end(rz);
+		return;
+	}
+	rz->nr++;
+	if (rec_blank(b->data)) {
+		ra_chain_end(rz); /* never written from here on */
+		return;
+	}
+	/* The slot pass 1 will step by: the stream's of a header of ours
+	 * for this zone (pass 1 also checks its segment; where that fails
+	 * it reads what it needs itself). */
+	if (!za_stripe_hdr_decode(b->data, &h) &&
+	    za_uuid_eq(&h.array_uuid, &e->uuid) &&
+	    hdr_at_member(&h) == rz->mi && hdr_at_zone(&h) == rz->z &&
+	    !rec_stray(e, &h) && h.stream < e->nr_streams)
+		rz->slot = e->streams[h.stream].l.slot_bytes;
+	if (!rz->slot) {
+		ra_chain_end(rz); /* no valid first slot: garbage */
+		return;
+	}
+	rz->off += rz->slot;
+	ra_chain_next(rz);
+}
+
+static void ra_chain_next(struct ra_zone *rz)
+{
+	struct rec_ra *ra = rz->ra;
+	struct ra_blk *b;
+
+	if (rz->off + 4096 > rz->end || ra->blocks >= RA_BLOCKS) {
+		ra_chain_end(rz);
+		return;
+	}
+	if (rz->nr == rz->cap) {
+		size_t cap = rz->cap ? 2 * rz->cap : 4;
+		struct ra_blk *v = realloc(rz->blk, cap * sizeof(*v));
+
+		if (!v) {
+			ra_chain_end(rz);
+			return;
+		}
+		rz->blk = v;
+		rz->cap = cap;
+	}
+	b = &rz->blk[rz->nr];
+	b->off = rz->off;
+	if (posix_memalign((void **)&b->data, 4096, 4096)) {
+		b->data = NULL;
+		ra_chain_end(rz);
+		return;
+	}
+	ra->blocks++;
+	ra->e->st.rec_hdr_reads++;
+	memset(&rz->req, 0, sizeof(rz->req));
+	rz->req.op = ZA_DEV_OP_READ;
+	rz->req.off_bytes = rz->off;
+	rz->req.len_bytes = 4096;
+	rz->req.buf = b->data;
+	rz->req.done = ra_read_done;
+	za_dev_submit(ra->e->m[rz->mi].dev, &rz->req);
+}
+
+static int ra_cmp(const void *a, const void *b)
+{
+	const struct ra_zone *x = a, *y = b;
+
+	if (x->mi != y->mi)
+		return x->mi < y->mi ? -1 : 1;
+	return x->z < y->z ? -1 : x->z > y->z;
+}
+
+/* Read ahead every zone added; returns when every chain has ended. */
+static void ra_run(struct rec_ra *ra)
+{
+	ra->done = !ra->nr;
+	ra->next = 0;
+	ra->inflight = 1; /* this start's own, ended below */
+	ra_chain_end(&(struct ra_zone){ .ra = ra });
+	if (!ra->done)
+		za_io_run_until(ra->e->io, &ra->done, 0);
+}
+
+static void ra_free(struct rec_ra *ra)
+{
+	size_t i, j;
+
+	if (!ra)
+		return;
+	for (i = 0; i < ra->nr; i++) {
+		/* A block pass 1 took twice counts once more than it is. */
+		if (ra->zones[i].nr > ra->zones[i].used)
+			ra->e->st.rec_hdr_ahead_unused +=
+				ra->zones[i].nr - ra->zones[i].used;
+		for (j = 0; j < ra->zones[i].nr; j++)
+			free(ra->zones[i].blk[j].data);
+		free(ra->zones[i].blk);
+	}
+	free(ra->zones);
+	free(ra);
 }
 
 /* Groups and segments learn how far they were written from records
@@ -537,6 +779,58 @@ static int rec_scan_open(struct rec_ctx *rc)
 		}
 	}
 	return ret;
+}
+
+/*
+ * Read ahead (ra_run()) the zones pass 1 is about to scan: those of the
+ * loop in za_engine_recover_from(), then rec_scan_open()'s. 0 or -ENOMEM.
+ */
+static int rec_read_ahead(struct rec_ctx *rc)
+{
+	struct za_engine *e = rc->e;
+	struct rec_ra *ra = calloc(1, sizeof(*ra));
+	unsigned mi, c;
+	uint32_t z;
+	size_t i;
+	int ret = 0;
+
+	if (!ra)
+		return -ENOMEM;
+	ra->e = e;
+	for (mi = 0; mi < e->nr_members && !ret; mi++) {
+		struct member *m = &e->m[mi];
+
+		if (!eng_readable(m))
+			continue;
+		for (z = 0; z < m->nr_zones && !ret; z++)
+			if (m->zkind[z] == Z_UNCLAIMED ||
+			    (m->zkind[z] == Z_USED && !e->rec_tab))
+				ret = ra_add(ra, mi, z, 0, 0);
+	}
+	for (i = 0; e->rec_tab && i < e->rec_nr_open && !ret; i++) {
+		struct za_segment *g = e->rec_open[i];
+		uint64_t slot = g->st->l.slot_bytes;
+
+		for (c = 0; c < g->st->l.width && !ret; c++) {
+			struct member *m = &e->m[g->member[c]];
+
+			if (eng_col_absent(g, c) || !eng_readable(m) ||
+			    !m->zkind || g->next_stripe >= g->nr_stripes)
+				continue;
+			ret = ra_add(ra, g->member[c], g->zone[c],
+				     (uint64_t)g->next_stripe * slot, slot);
+		}
+	}
+	if (ret) {
+		ra_free(ra);
+		return ret;
+	}
+	/* ra_get() looks zones up by (member, zone): one entry each. */
+	if (ra->nr) /* qsort(NULL, 0) is undefined */
+		qsort(ra->zones, ra->nr, sizeof(*ra->zones), ra_cmp);
+	ra_run(ra);
+	rc->ra = ra;
+	return 0;
 }
 
 static int rec_cmp_pos(const void *a, const void *b)
@@ -1098,6 +1392,7 @@ int za_engine_recover_from(
 		return -ENOMEM;
 	e->rec = &rc;
 	e->st.rec_zones_scanned = e->st.rec_hdr_reads = 0;
+	e->st.rec_hdr_ahead = e->st.rec_hdr_ahead_unused = 0;
 	e->st.rec_table_segs = 0;
 	ret = rec_load_wps(e);
 	if (ret)
@@ -1122,6 +1417,7 @@ int za_engine_recover_from(
 		     z++)
 			to_scan += e->m[mi].zkind[z] == Z_UNCLAIMED;
 	za_progress_set(e->progress, "scanning zones", 0, to_scan);
+	ret = rec_read_ahead(&rc);
 	for (mi = 0; mi < e->nr_members && !ret; mi++) {
 		struct member *m = &e->m[mi];
 
@@ -1137,6 +1433,8 @@ int za_engine_recover_from(
 	}
 	if (!ret && e->rec_tab)
 		ret = rec_scan_open(&rc);
+	ra_free(rc.ra);
+	rc.ra = NULL;
 	if (ret)
 		goto out;
 	if (e->rec_tab)
@@ -1284,11 +1582,12 @@ int za_engine_recover_from(
 	if (e->next_group_id < e->next_seg_id)
 		e->next_group_id = e->next_seg_id;
 	za_log_info("recovery: %zu stripes found, next sequence %llu; %llu "
-		    "zones scanned, %llu headers read, %llu segments from the "
-		    "engine table",
+		    "zones scanned, %llu headers read (%llu of those used "
+		    "read ahead), %llu segments from the engine table",
 		    rc.nr, (unsigned long long)e->seq,
 		    (unsigned long long)e->st.rec_zones_scanned,
 		    (unsigned long long)e->st.rec_hdr_reads,
+		    (unsigned long long)e->st.rec_hdr_ahead,
 		    (unsigned long long)e->st.rec_table_segs);
 out:
 	e->rec = NULL;

@@ -717,8 +717,11 @@ struct za_engine_stats {
 	uint64_t next_seq;
 	unsigned open_segs; /* segments taking stripes, all streams */
 	/* The last recovery: zones it read, headers it read, segments it
-	 * took from the engine table instead (design.md 9.6). */
+	 * took from the engine table instead (design.md 9.6); the headers
+	 * pass 1 used that were read ahead side by side, and those read
+	 * ahead it did not use (9.2). */
 	uint64_t rec_zones_scanned, rec_hdr_reads, rec_table_segs;
+	uint64_t rec_hdr_ahead, rec_hdr_ahead_unused;
 };
 void za_engine_get_stats(const struct za_engine *e, struct za_engine_stats *st);
 

@@ -2850,6 +2850,10 @@ START_TEST(test_table_adopt)
 		tarr_restart(&t);
 		restart_plan = NULL;
 		za_engine_get_stats(t.e, &es);
+		/* Pass 1 used headers read ahead, side by side, and every
+		 * header read ahead. */
+		ck_assert_uint_gt(es.rec_hdr_ahead, 0);
+		ck_assert_uint_eq(es.rec_hdr_ahead_unused, 0);
 		if (kind == 0) {
 			ck_assert_int_eq(adopt_got, 0);
 			ck_assert_uint_gt(es.rec_table_segs, 1);
