@@ -74,6 +74,7 @@ struct rec_ctx {
 	struct rec_stripe *st;
 	size_t nr, cap;
 	uint8_t *blk; /* 4 KiB, aligned */
+	uint8_t *cblk; /* 4 KiB a column, aligned: pass 2's header reads */
 	uint64_t max_seq, max_seg, max_group;
 	struct rec_ra *ra; /* pass 1's headers, read ahead */
 };
@@ -271,6 +272,25 @@ static bool rec_blank(const uint8_t *blk)
 
 /* Read and decode the header at @off of member @mi; -ENODATA if the
  * block was never written. */
+/* Decode the header block @blk read from member @mi: -ENODATA if never
+ * written, -EBADMSG if not a header of this array for that member. */
+static int rec_hdr_check(const struct za_engine *e, unsigned mi,
+			 const uint8_t *blk, struct za_stripe_hdr *h)
+{
+	int ret;
+
+	if (rec_blank(blk))
+		return -ENODATA;
+	ret = za_stripe_hdr_decode(blk, h);
+	if (ret)
+		return ret;
+	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || hdr_at_member(h) != mi)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Read and decode the header at @off of member @mi into rc->blk and @h;
+ * -ENODATA if the block was never written. */
 static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 			struct za_stripe_hdr *h)
 {
@@ -280,22 +300,15 @@ static int rec_read_hdr(struct rec_ctx *rc, unsigned mi, uint64_t off,
 
 	if (blk) {
 		e->st.rec_hdr_ahead++;
+		memcpy(rc->blk, blk, 4096); /* where callers look */
 	} else {
 		e->st.rec_hdr_reads++;
 		ret = za_dev_io_sync(e->m[mi].dev, ZA_DEV_OP_READ, off, rc->blk,
 				     4096, NULL);
 		if (ret)
 			return ret;
-		blk = rc->blk;
 	}
-	if (rec_blank(blk))
-		return -ENODATA;
-	ret = za_stripe_hdr_decode(blk, h);
-	if (ret)
-		return ret;
-	if (!za_uuid_eq(&h->array_uuid, &e->uuid) || hdr_at_member(h) != mi)
-		return -EBADMSG;
-	return 0;
+	return rec_hdr_check(e, mi, rc->blk, h);
 }
 
 /*
@@ -852,6 +865,65 @@ static int rec_cmp_seq(const void *a, const void *b)
 }
 
 /* Pass 2 for one stripe: its LBAs, decoding missing columns' tables. */
+/* A column header's read among a stripe's (rec_read_cols()). */
+struct rec_col_read {
+	struct za_dev_req req;
+	unsigned *left;
+	bool *done;
+};
+
+static void rec_col_read_done(struct za_dev_req *req)
+{
+	struct rec_col_read *rd = container_of(req, struct rec_col_read, req);
+
+	if (!--*rd->left)
+		*rd->done = true;
+}
+
+/*
+ * Pass 2 reads a stripe's data columns' headers for their LBA tables: k
+ * reads on k members, which one after the other cost k drives' latency
+ * in a row (S1, bench/results/notes.md). Read the headers of @g's columns
+ * in @cols of stripe @idx side by side into @blks (4 KiB a column, at
+ * c x 4096) and wait for all; @res[c] is each one's result.
+ */
+static void rec_read_cols(struct za_engine *e, const struct za_segment *g,
+			  uint32_t idx, uint64_t cols, uint8_t *blks, int *res)
+{
+	const struct za_stripe_layout *l = &g->st->l;
+	struct rec_col_read rd[ZA_EC_MAX_WIDTH];
+	unsigned c, left = 0;
+	bool done = false;
+
+	for (c = 0; c < l->width; c++) {
+		if (!(cols & (1ull << c)))
+			continue;
+		memset(&rd[c], 0, sizeof(rd[c]));
+		rd[c].req.op = ZA_DEV_OP_READ;
+		rd[c].req.off_bytes =
+			(uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
+			(uint64_t)idx * l->slot_bytes;
+		rd[c].req.len_bytes = 4096;
+		rd[c].req.buf = blks + (size_t)c * 4096;
+		rd[c].req.done = rec_col_read_done;
+		rd[c].left = &left;
+		rd[c].done = &done;
+		left++;
+		e->st.rec_hdr_reads++;
+	}
+	if (!left)
+		return;
+	/* All counted before the first is submitted: none ends early. */
+	for (c = 0; c < l->width; c++)
+		if (cols & (1ull << c))
+			za_dev_submit(e->m[g->member[c]].dev, &rd[c].req);
+	za_io_run_until(e->io, &done, 0);
+	for (c = 0; c < l->width; c++)
+		if (cols & (1ull << c))
+			res[c] = rd[c].req.result;
+}
+
+/* Pass 2 for one stripe: its LBAs, decoding missing columns' tables. */
 static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 		    uint64_t *lbas)
 {
@@ -859,7 +931,8 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 	struct za_segment *g = eng_seg_find(e, r->seg_id);
 	const struct za_stripe_layout *l = &g->st->l;
 	uint8_t *tab[ZA_EC_MAX_WIDTH] = { 0 }, *mem;
-	uint64_t avail = 0, want = 0;
+	int res[ZA_EC_MAX_WIDTH];
+	uint64_t avail = 0, want = 0, cand = 0, batch;
 	unsigned c, have = 0;
 	uint32_t j;
 	int ret = 0;
@@ -868,24 +941,49 @@ static int rec_lbas(struct rec_ctx *rc, const struct rec_stripe *r,
 	if (!mem)
 		return -ENOMEM;
 	for (c = 0; c < l->width; c++) {
-		struct za_stripe_hdr h;
-		uint64_t off;
-
 		tab[c] = mem + (size_t)c * ZA_STRIPE_LBA_BYTES;
-		if (c >= l->k && have >= l->k)
+		if ((r->cols & (1ull << c)) &&
+		    eng_readable(&e->m[g->member[c]]) &&
+		    r->stripe_idx < g->col_upto[c])
+			cand |= 1ull << c;
+	}
+	/*
+	 * Every data column's header at once; then parity columns, as many
+	 * as data columns are missing, until k tables are in hand or none
+	 * is left to read - the reads of one column at a time, in order,
+	 * made side by side.
+	 */
+	batch = cand & ((1ull << l->k) - 1);
+	for (;;) {
+		if (!batch) /* data columns read: parity, as many as missing */
+			for (c = l->k; c < l->width; c++)
+				if ((cand & (1ull << c)) &&
+				    have + (unsigned)__builtin_popcountll(
+						   batch) <
+					    l->k)
+					batch |= 1ull << c;
+		if (!batch)
 			break;
-		if (!(r->cols & (1ull << c)) ||
-		    !eng_readable(&e->m[g->member[c]]) ||
-		    r->stripe_idx >= g->col_upto[c])
-			continue;
-		off = (uint64_t)g->zone[c] * e->m[g->member[c]].zone_bytes +
-		      (uint64_t)r->stripe_idx * l->slot_bytes;
-		if (rec_read_hdr(rc, g->member[c], off, &h) || h.seq != r->seq)
-			continue;
-		memcpy(tab[c], rc->blk + ZA_STRIPE_LBA_OFF,
-		       ZA_STRIPE_LBA_BYTES);
-		avail |= 1ull << c;
-		have++;
+		rec_read_cols(e, g, r->stripe_idx, batch, rc->cblk, res);
+		for (c = 0; c < l->width; c++) {
+			struct za_stripe_hdr h;
+
+			if (!(batch & (1ull << c)))
+				continue;
+			cand &= ~(1ull << c);
+			if (res[c] ||
+			    rec_hdr_check(e, g->member[c],
+					  rc->cblk + (size_t)c * 4096, &h) ||
+			    h.seq != r->seq)
+				continue;
+			memcpy(tab[c],
+			       rc->cblk + (size_t)c * 4096 + ZA_STRIPE_LBA_OFF,
+			       ZA_STRIPE_LBA_BYTES);
+			avail |= 1ull << c;
+			have++;
+		}
+		batch = 0;
+		cand &= ~((1ull << l->k) - 1); /* data columns: read once */
 	}
 	for (c = 0; c < l->k; c++)
 		if (!(avail & (1ull << c)))
@@ -1390,6 +1488,11 @@ int za_engine_recover_from(
 
 	if (posix_memalign((void **)&rc.blk, 4096, 4096))
 		return -ENOMEM;
+	if (posix_memalign((void **)&rc.cblk, 4096,
+			   (size_t)ZA_EC_MAX_WIDTH * 4096)) {
+		free(rc.blk);
+		return -ENOMEM;
+	}
 	e->rec = &rc;
 	e->st.rec_zones_scanned = e->st.rec_hdr_reads = 0;
 	e->st.rec_hdr_ahead = e->st.rec_hdr_ahead_unused = 0;
@@ -1601,5 +1704,6 @@ out:
 	free(lbas);
 	free(rc.st);
 	free(rc.blk);
+	free(rc.cblk);
 	return ret;
 }
