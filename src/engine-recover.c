@@ -769,6 +769,26 @@ static void rec_drop_released(struct za_engine *e)
 }
 
 /* Table mode: the table's open segments, from their next stripe on. */
+/* Pass 1 reads zone @z of @m whole: not accounted for by an adopted
+ * table (or, without one, written at all). */
+static bool rec_zone_scanned(const struct za_engine *e, const struct member *m,
+			     uint32_t z)
+{
+	return m->zkind[z] == Z_UNCLAIMED ||
+	       (m->zkind[z] == Z_USED && !e->rec_tab);
+}
+
+/* rec_scan_open() reads column @c of the table's open segment @g from its
+ * next stripe on. */
+static bool rec_open_col_scanned(const struct za_engine *e,
+				 const struct za_segment *g, unsigned c)
+{
+	const struct member *m = &e->m[g->member[c]];
+
+	return !eng_col_absent(g, c) && eng_readable(m) && m->zkind &&
+	       g->next_stripe < g->nr_stripes;
+}
+
 static int rec_scan_open(struct rec_ctx *rc)
 {
 	struct za_engine *e = rc->e;
@@ -781,10 +801,7 @@ static int rec_scan_open(struct rec_ctx *rc)
 		uint64_t slot = g->st->l.slot_bytes;
 
 		for (c = 0; c < g->st->l.width && !ret; c++) {
-			struct member *m = &e->m[g->member[c]];
-
-			if (eng_col_absent(g, c) || !eng_readable(m) ||
-			    !m->zkind || g->next_stripe >= g->nr_stripes)
+			if (!rec_open_col_scanned(e, g, c))
 				continue;
 			ret = rec_scan_zone_from(
 				rc, g->member[c], g->zone[c],
@@ -816,8 +833,7 @@ static int rec_read_ahead(struct rec_ctx *rc)
 		if (!eng_readable(m))
 			continue;
 		for (z = 0; z < m->nr_zones && !ret; z++)
-			if (m->zkind[z] == Z_UNCLAIMED ||
-			    (m->zkind[z] == Z_USED && !e->rec_tab))
+			if (rec_zone_scanned(e, m, z))
 				ret = ra_add(ra, mi, z, 0, 0);
 	}
 	for (i = 0; e->rec_tab && i < e->rec_nr_open && !ret; i++) {
@@ -825,10 +841,7 @@ static int rec_read_ahead(struct rec_ctx *rc)
 		uint64_t slot = g->st->l.slot_bytes;
 
 		for (c = 0; c < g->st->l.width && !ret; c++) {
-			struct member *m = &e->m[g->member[c]];
-
-			if (eng_col_absent(g, c) || !eng_readable(m) ||
-			    !m->zkind || g->next_stripe >= g->nr_stripes)
+			if (!rec_open_col_scanned(e, g, c))
 				continue;
 			ret = ra_add(ra, g->member[c], g->zone[c],
 				     (uint64_t)g->next_stripe * slot, slot);
@@ -1527,8 +1540,7 @@ int za_engine_recover_from(
 		if (!eng_readable(m))
 			continue;
 		for (z = 0; z < m->nr_zones && !ret; z++)
-			if (m->zkind[z] == Z_UNCLAIMED ||
-			    (m->zkind[z] == Z_USED && !e->rec_tab)) {
+			if (rec_zone_scanned(e, m, z)) {
 				ret = rec_scan_zone(&rc, mi, z);
 				if (e->progress)
 					e->progress->done++;
