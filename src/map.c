@@ -337,6 +337,14 @@ static struct pos lookup_in(const struct za_map *m, struct leaf *lf,
 		assert(!m->head || in(m->head));
 		return (struct pos){ m->head, 0 };
 	}
+	/*
+	 * After everything the leaf @lba was in held before @lba is gone,
+	 * its key rose past @lba, and the leaf found is the one before: out
+	 * of memory, and ending before @lba, its place ends where the next
+	 * leaf begins (a set's insertion, test_map_cache).
+	 */
+	if (!in(p.lf) && lba >= p.lf->end && p.lf->next && in(p.lf->next))
+		return (struct pos){ p.lf->next, 0 };
 	/* The caller made sure with za_map_need() (map.h). */
 	assert(in(p.lf));
 	lo = 0;
@@ -1258,6 +1266,18 @@ struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
 		if (lf->state == LEAF_OUT)
 			return lf->pg;
 		lf->ref = true;
+		/*
+		 * A set that empties the first leaf it meets (every extent
+		 * of it within [lba, lba + n)) frees it, then inserts after
+		 * the leaf before: that one must be in memory too
+		 * (za_map_set() asserted on a random write that covered a
+		 * leaf of one extent, test_map_cache).
+		 */
+		if (first && seams && lf->prev && !in(lf->prev) &&
+		    lf->e[0].lba >= lba && leaf_end(lf) <= lba + n)
+			return lf->prev->state == LEAF_DIR_OUT ?
+				       lf->prev->dn->pg :
+				       lf->prev->pg;
 	}
 	return NULL;
 }

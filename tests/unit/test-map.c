@@ -834,6 +834,84 @@ START_TEST(test_cache_seams)
 END_TEST
 
 /*
+ * A set over the first extents of a leaf whose neighbour before is out
+ * of memory: the leaf's key rises past the set's first block, and the
+ * insertion finds the neighbour - it goes at the start of the leaf
+ * instead (za_map_set() asserted: test_map_cache in test-volume.c). A
+ * set over a whole leaf frees it, and inserts after the neighbour: that
+ * one is asked for first.
+ */
+START_TEST(test_cache_first_extent)
+{
+	struct pdrive d = { 0 };
+	struct za_map *m;
+	struct za_map_snap snap;
+	struct za_map_loc loc = { .kind = ZA_MAP_DATA, .group = 3 };
+	struct za_map_page *pg;
+	struct ref *r = calloc(1, sizeof(*r));
+	uint64_t lba;
+
+	NBLK = 4096;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	/* Full leaves of one-block extents at even blocks: leaves start at
+	 * blocks 0, 128, 256... */
+	for (lba = 0; lba < 2 * 64 * 20; lba += 2) {
+		loc.pos = 5 * lba;
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos;
+	}
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	cache_drive = &d;
+	/* The first two extents of the leaf at 128: only it is needed. */
+	cache_pre(m, 128, 3, true);
+	pg = za_map_need(m, 0, 1, false);
+	ck_assert_ptr_nonnull(pg); /* the leaf before is still out */
+	loc.pos = 999;
+	ck_assert_int_eq(za_map_set(m, 128, 3, &loc, on_dead, NULL), 0);
+	for (lba = 128; lba < 131; lba++) {
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos + lba - 128;
+	}
+	/* The whole leaf at 256 (and the hole after it): the leaf before
+	 * it must come in first. */
+	d.nr_root = 0;
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	cache_pre(m, 256, 1, true);
+	pg = za_map_need(m, 256, 128, true);
+	ck_assert_ptr_nonnull(pg);
+	ck_assert_uint_eq(d.pages[pg->pos].lo, 128);
+	cache_pre(m, 256, 128, true);
+	loc.pos = 2000;
+	ck_assert_int_eq(za_map_set(m, 256, 128, &loc, on_dead, NULL), 0);
+	for (lba = 256; lba < 384; lba++) {
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos + lba - 256;
+	}
+	pre_op = cache_pre;
+	check_coalesced = false;
+	check_all(m, r);
+	pre_op = NULL;
+	check_coalesced = true;
+	za_map_free(m);
+	for (size_t i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
+/*
  * A snapshot after a change in one place: only that leaf and its
  * directory node are written, and the root names every other directory
  * node - clean, its leaves not walked - by the range its page covers
@@ -919,6 +997,7 @@ int main(void)
 			    (int)(sizeof(shapes) / sizeof(shapes[0])));
 	tcase_add_test(tc, test_cache_fill_refused);
 	tcase_add_test(tc, test_cache_seams);
+	tcase_add_test(tc, test_cache_first_extent);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
