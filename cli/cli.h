@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "log.h" /* za_fmt_size() */
+#include "units.h" /* za_parse_size() */
 
 enum {
 	ZA_EXIT_OK = 0,
@@ -60,12 +61,6 @@ int za_cmd_watch(struct za_cli *cli, int argc, char **argv);
 /* Testing aids through zarrayd (cmd-debug.c). */
 int za_cmd_debug(struct za_cli *cli, int argc, char **argv);
 
-/*
- * Parse a size: digits with an optional binary suffix K, M, G, T, P
- * (also KiB/KB/k...; all powers of 1024) or B. Rejects empty strings,
- * garbage, fractions that do not land on a byte, and overflow.
- */
-int za_parse_size(const char *s, uint64_t *out);
 /* Parse an unsigned decimal integer up to @max. */
 int za_parse_uint(const char *s, uint64_t max, uint64_t *out);
 
