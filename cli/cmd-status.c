@@ -262,7 +262,9 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		"\"journal_writes\":%llu,\"gc\":{\"active\":%s,\"runs\":%llu,"
 		"\"idle_runs\":%llu,\"moved_bytes\":%llu,"
 		"\"freed_groups\":%llu,\"writes_stalled\":%llu},"
-		"\"map\":{\"extents\":%llu,\"bytes\":%llu},"
+		"\"map\":{\"extents\":%llu,\"bytes\":%llu,"
+		"\"cache_bytes\":%llu,\"pages_read\":%llu,"
+		"\"page_waits\":%llu,\"page_errors\":%llu},"
 		"\"checkpoint\":{\"written\":%llu,\"failed\":%llu,"
 		"\"seq\":%llu,\"table_segments\":%llu,"
 		"\"table_mismatches\":%llu,\"quarantined_zones\":%llu,"
@@ -287,6 +289,16 @@ static void json_volume(FILE *f, const Zarray__VolumeStatus *v)
 		(unsigned long long)v->writes_stalled,
 		(unsigned long long)v->map_extents,
 		(unsigned long long)v->map_bytes,
+		(unsigned long long)(v->has_map_cache_bytes ?
+					     v->map_cache_bytes :
+					     0),
+		(unsigned long long)(v->has_map_pages_read ? v->map_pages_read :
+							     0),
+		(unsigned long long)(v->has_map_page_waits ? v->map_page_waits :
+							     0),
+		(unsigned long long)(v->has_map_page_errors ?
+					     v->map_page_errors :
+					     0),
 		(unsigned long long)v->checkpoints,
 		(unsigned long long)v->checkpoint_failures,
 		(unsigned long long)v->checkpoint_seq,
@@ -460,11 +472,19 @@ static void print_volume_text(const Zarray__ArrayStatus *a)
 	for (i = 0; i < a->n_members; i++)
 		if (a->members[i]->has_written_bytes)
 			dev_w += a->members[i]->written_bytes;
-	printf("  volume  live %s, map %llu extent%s (%s)\n",
+	printf("  volume  live %s, map %llu extent%s (%s in memory",
 	       za_fmt_size(v->live_bytes, b1, sizeof(b1)),
 	       (unsigned long long)v->map_extents,
 	       v->map_extents == 1 ? "" : "s",
 	       za_fmt_size(v->map_bytes, b2, sizeof(b2)));
+	if (v->has_map_cache_bytes && v->map_cache_bytes)
+		printf(", cache %s, %llu pages read back",
+		       za_fmt_size(v->map_cache_bytes, b3, sizeof(b3)),
+		       (unsigned long long)v->map_pages_read);
+	if (v->has_map_page_errors && v->map_page_errors)
+		printf(", %llu UNREADABLE",
+		       (unsigned long long)v->map_page_errors);
+	printf(")\n");
 	printf("          since start: written %s, read %s, %llu flushes; "
 	       "devices written %s",
 	       za_fmt_size(v->written_bytes, b1, sizeof(b1)),

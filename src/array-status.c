@@ -63,6 +63,10 @@ static void volume_status(const struct za_volume *v,
 	o->checkpoint_pages_cleaned = vs.checkpoint_pages_cleaned;
 	o->recovery_counts = vs.recovery_counts_checked;
 	o->recovery_count_mismatches = vs.recovery_count_mismatches;
+	o->map_cache_bytes = vs.map_cache_bytes;
+	o->map_pages_read = vs.map_pages_read;
+	o->map_page_waits = vs.map_page_waits;
+	o->map_page_errors = vs.map_page_errors;
 }
 
 /* What every kind of job shows, from the job core's progress. */

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <stddef.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "array-int.h"
 #include "container.h"
@@ -125,6 +126,18 @@ void za_array_policy_default(struct za_array_policy *p)
 	p->auto_rebuild = true;
 	p->max_read_errors = ZA_ARRAY_MAX_READ_ERRORS;
 	p->idle_gc_ms = ZA_ARRAY_IDLE_GC_MS;
+	p->map_cache_bytes = za_array_map_cache_default();
+}
+
+uint64_t za_array_map_cache_default(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t q;
+
+	if (pages <= 0 || psz <= 0)
+		return ZA_ARRAY_MAP_CACHE_MIN;
+	q = (uint64_t)pages * (uint64_t)psz / 4;
+	return q > ZA_ARRAY_MAP_CACHE_MIN ? q : ZA_ARRAY_MAP_CACHE_MIN;
 }
 
 /* ---- fault injection (a test aid: zarrayd --fault-injection) ---- */
@@ -250,6 +263,7 @@ static int volume_start(struct za_array *a)
 	/* Garbage collected while idle, so that writes after a quiet spell
 	 * find room (docs/design.md 10.1). */
 	vp.idle_gc_ms = a->pol.idle_gc_ms;
+	vp.map_cache_bytes = a->pol.map_cache_bytes;
 	/* Checkpoints are live once the superblocks name them (9.6). */
 	vp.anchor = arr_anchor;
 	vp.anchor_priv = a;

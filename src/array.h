@@ -50,6 +50,10 @@ struct za_array_policy {
 	/* GC while the volume is idle, checked every @idle_gc_ms
 	 * milliseconds (za_volume_params.idle_gc_ms); 0: never. */
 	unsigned idle_gc_ms;
+	/* The volume's map cache, bytes (za_volume_params.map_cache_bytes;
+	 * 0: no limit). za_array_policy_default(): a quarter of the host's
+	 * memory, at least ZA_ARRAY_MAP_CACHE_MIN. */
+	uint64_t map_cache_bytes;
 	/* A test aid: every member is wrapped in the fault injector
 	 * (dev-fault.h), and za_array_inject() sets its faults. */
 	bool fault_injection;
@@ -61,7 +65,10 @@ struct za_array_policy {
 #define ZA_ARRAY_MAX_READ_ERRORS 20
 #define ZA_ARRAY_IDLE_GC_MS 100
 #define ZA_ARRAY_IDLE_GC_MS_MAX 60000
+#define ZA_ARRAY_MAP_CACHE_MIN (64ull << 20)
 void za_array_policy_default(struct za_array_policy *p);
+/* A quarter of the host's memory, at least ZA_ARRAY_MAP_CACHE_MIN. */
+uint64_t za_array_map_cache_default(void);
 
 struct za_array_create_params {
 	const char *name; /* 1..63 chars of [A-Za-z0-9_.-] */
@@ -149,6 +156,9 @@ struct za_array_volume_status {
 	uint64_t checkpoint_pages_cleaned;
 	/* The checkpoint's counts compared at recovery, and mismatches. */
 	uint64_t recovery_counts, recovery_count_mismatches;
+	/* The map cache (za_volume_stats.map_cache_bytes and after). */
+	uint64_t map_cache_bytes, map_pages_read, map_page_waits;
+	uint64_t map_page_errors;
 };
 
 struct za_array_job_status {

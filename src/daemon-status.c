@@ -189,6 +189,12 @@ volume_msg_new(const struct za_array_volume_status *s)
 	m->has_recovery_counts = m->has_recovery_count_mismatches = true;
 	m->recovery_counts = s->recovery_counts;
 	m->recovery_count_mismatches = s->recovery_count_mismatches;
+	m->has_map_cache_bytes = m->has_map_pages_read = true;
+	m->has_map_page_waits = m->has_map_page_errors = true;
+	m->map_cache_bytes = s->map_cache_bytes;
+	m->map_pages_read = s->map_pages_read;
+	m->map_page_waits = s->map_page_waits;
+	m->map_page_errors = s->map_page_errors;
 	return m;
 }
 

@@ -523,12 +523,101 @@ static void gc_collect_pump(struct za_volume *v);
  * overwritten since, or written twice in the victim: the map says which
  * copy lives.
  */
+/* An LBA table read for the victim, and how far its runs are walked
+ * (they wait in turn for map pages that left memory, design.md 9.8). */
+struct gc_lbas {
+	struct za_read_lbas r;
+	uint64_t next_i;
+	struct gc_lbas *next;
+};
+
+/*
+ * Does GC need a map page that left memory for [lba, lba + n)? 0: no,
+ * go on (unless that set gc->error: -ENOMEM); 1: it is being read, and
+ * gc_paged() takes GC on from where it was once it is in.
+ */
+static void gc_paged(struct za_vol_mwait *w, int err);
+
+static int gc_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams)
+{
+	struct gc *gc = &v->gc;
+	int ret;
+
+	gc->mw.fn = gc_paged;
+	ret = vol_map_fault(v, lba, n, seams, &gc->mw);
+
+	if (ret == 1) {
+		gc->mw_busy = true;
+		return 1;
+	}
+	if (ret < 0 && !gc->error)
+		gc->error = ret;
+	return 0;
+}
+
+/* Walk the runs of the LBA tables read so far, in turn, each once the map
+ * pages it meets are in memory; then collect more. */
+static void gc_col_walk(struct za_volume *v)
+{
+	struct gc *gc = &v->gc;
+	struct gc_lbas *gl;
+
+	while ((gl = gc->col_wait)) {
+		struct za_read_lbas *r = &gl->r;
+		uint64_t n = (uint64_t)r->nr_stripes * gc->col_dbs, i, j;
+		uint64_t base = r->first_stripe * gc->col_dbs;
+
+		if (gc->mw_busy)
+			return;
+		for (i = gl->next_i; !gc->error && i < n; i = j) {
+			struct gc_run run = { v, r->lbas[i], base + i };
+			int ret;
+
+			j = i + 1;
+			if (r->lbas[i] == ZA_STRIPE_LBA_NONE ||
+			    r->lbas[i] >= v->size_blocks)
+				continue;
+			while (j < n && r->lbas[j] == r->lbas[j - 1] + 1 &&
+			       r->lbas[j] < v->size_blocks)
+				j++;
+			if (gc_fault(v, run.lba, j - i, false)) {
+				gl->next_i = i;
+				return;
+			}
+			if (gc->error)
+				break;
+			ret = za_map_walk(v->map, run.lba, j - i, gc_collect,
+					  &run);
+			if (ret)
+				gc->error = ret;
+		}
+		gc->col_wait = gl->next;
+		free(r->lbas);
+		free(gl);
+	}
+	gc_collect_pump(v);
+}
+
+/* The map page GC waited for is in (or failed): on from where it was. */
+static void gc_paged(struct za_vol_mwait *w, int err)
+{
+	struct za_volume *v = container_of(w, struct za_volume, gc.mw);
+	struct gc *gc = &v->gc;
+
+	gc->mw_busy = false;
+	if (err && !gc->error)
+		gc->error = err;
+	if (gc->collecting)
+		gc_col_walk(v);
+	else
+		gc_pump(v);
+}
+
 static void gc_lbas_done(struct za_read_lbas *r, int result)
 {
+	struct gc_lbas *gl = container_of(r, struct gc_lbas, r), **pp;
 	struct za_volume *v = r->priv;
 	struct gc *gc = &v->gc;
-	uint64_t n = (uint64_t)r->nr_stripes * gc->col_dbs, i, j;
-	uint64_t base = r->first_stripe * gc->col_dbs;
 
 	gc->col_reads--;
 	if (result == -EIO) {
@@ -549,24 +638,18 @@ static void gc_lbas_done(struct za_read_lbas *r, int result)
 		if (!gc->error)
 			gc->error = result;
 	}
-	for (i = 0; !result && !gc->error && i < n; i = j) {
-		struct gc_run run = { v, r->lbas[i], base + i };
-		int ret;
-
-		j = i + 1;
-		if (r->lbas[i] == ZA_STRIPE_LBA_NONE ||
-		    r->lbas[i] >= v->size_blocks)
-			continue;
-		while (j < n && r->lbas[j] == r->lbas[j - 1] + 1 &&
-		       r->lbas[j] < v->size_blocks)
-			j++;
-		ret = za_map_walk(v->map, run.lba, j - i, gc_collect, &run);
-		if (ret)
-			gc->error = ret;
+	if (result || gc->error) {
+		free(r->lbas);
+		free(gl);
+		gc_collect_pump(v);
+		return;
 	}
-	free(r->lbas);
-	free(r);
-	gc_collect_pump(v);
+	gl->next_i = 0;
+	gl->next = NULL;
+	for (pp = &gc->col_wait; *pp; pp = &(*pp)->next)
+		;
+	*pp = gl;
+	gc_col_walk(v);
 }
 
 #define GC_LBA_READS 2u
@@ -583,7 +666,8 @@ static void gc_collect_pump(struct za_volume *v)
 
 	while (!gc->error && gc->col_next < gc->col_stripes &&
 	       gc->col_reads < GC_LBA_READS) {
-		struct za_read_lbas *r = calloc(1, sizeof(*r));
+		struct gc_lbas *gl = calloc(1, sizeof(*gl));
+		struct za_read_lbas *r = gl ? &gl->r : NULL;
 		uint64_t n = gc->col_stripes - gc->col_next;
 
 		if (n > GC_LBA_STRIPES)
@@ -591,7 +675,7 @@ static void gc_collect_pump(struct za_volume *v)
 		if (r)
 			r->lbas = malloc(n * gc->col_dbs * sizeof(*r->lbas));
 		if (!r || !r->lbas) {
-			free(r);
+			free(gl);
 			gc->error = -ENOMEM;
 			break;
 		}
@@ -605,7 +689,7 @@ static void gc_collect_pump(struct za_volume *v)
 		gc->col_reads++;
 		za_engine_read_lbas(v->eng, r);
 	}
-	if (gc->col_reads)
+	if (gc->col_reads || gc->col_wait || gc->mw_busy)
 		return;
 	if (!gc->error && gc->col_next < gc->col_stripes)
 		return; /* not reached: the loop issues while it can */
@@ -945,7 +1029,8 @@ static void gc_pump(struct za_volume *v)
 		gc->reads++;
 		za_engine_read(v->eng, &gr->er);
 	}
-	if (gc->reads || (gc->next_ext < gc->nr_ext && !gc->error))
+	if (gc->reads || (gc->next_ext < gc->nr_ext && !gc->error) ||
+	    gc->mw_busy)
 		return;
 	if (gc->error) {
 		l = vol_live_get(v, gc->victim, true);
@@ -964,6 +1049,13 @@ static void gc_pump(struct za_volume *v)
 	 */
 	l = vol_live_get(v, gc->victim, false);
 	if (gc->kind != GC_KIND_CKPT && !gc->walked && l && l->blocks) {
+		/* The whole map, paged in first (design.md 9.8). */
+		if (gc_fault(v, 0, v->size_blocks, false))
+			return;
+		if (gc->error) {
+			gc_finish(v, gc->error);
+			return;
+		}
 		za_log(gc->col_partial ? ZA_LOG_INFO : ZA_LOG_WARN,
 		       "gc: group %llu: %llu live blocks its stripe headers "
 		       "did not name; the whole map is searched",
@@ -984,8 +1076,12 @@ static void gc_pump(struct za_volume *v)
 			    (unsigned long long)l->blocks);
 		vol_live_add(v, l, -(int64_t)l->blocks);
 	}
-	/* Everything moved: re-record the unmaps that still hold. */
-	if (l && l->nr_unmaps)
+	/* Everything moved: re-record the unmaps that still hold, once
+	 * the map pages they meet are in memory. */
+	for (size_t i = 0; l && i < l->nr_unmaps && !gc->error; i++)
+		if (gc_fault(v, l->unmaps[i].lba, l->unmaps[i].n, true))
+			return;
+	if (l && l->nr_unmaps && !gc->error)
 		gc->error = rerecord_unmaps(v, l);
 	if (gc->error) {
 		gc_finish(v, gc->error);
@@ -1049,6 +1145,7 @@ static void gc_finish(struct za_volume *v, int err)
 	}
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
+	vol_map_trim(v); /* what its victim paged in may leave now */
 	v->ck.space_failed = false; /* something changed: worth a retry */
 	/*
 	 * The next victim (or a checkpoint) before the held-back writes:

@@ -32,6 +32,7 @@
 #include "daemon.h"
 #include "io.h"
 #include "log.h"
+#include "units.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "?"
@@ -77,6 +78,11 @@ static void usage(FILE *f)
 		"checked\n"
 		"                      every N ms (default %u; 0: only when "
 		"space is short)\n"
+		"      --map-cache SIZE  keep at most SIZE of each volume's "
+		"block map in\n"
+		"                      memory (K, M, G, T; default a quarter "
+		"of the\n"
+		"                      host's memory; 0: no limit)\n"
 		"      --poll-us N     poll for N microseconds after work before "
 		"sleeping\n"
 		"                      (default %u; 0: sleep at once)\n"
@@ -195,6 +201,7 @@ int main(int argc, char **argv)
 		O_MAX_READ_ERRORS,
 		O_POLL_US,
 		O_IDLE_GC_MS,
+		O_MAP_CACHE,
 		O_RX_THREAD
 	};
 	static const struct option opts[] = {
@@ -209,6 +216,7 @@ int main(int argc, char **argv)
 		  O_MAX_READ_ERRORS },
 		{ "poll-us", required_argument, NULL, O_POLL_US },
 		{ "idle-gc-ms", required_argument, NULL, O_IDLE_GC_MS },
+		{ "map-cache", required_argument, NULL, O_MAP_CACHE },
 		{ "rx-thread", no_argument, NULL, O_RX_THREAD },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -297,6 +305,20 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			pol.idle_gc_ms = (unsigned)n;
+			break;
+		}
+		case O_MAP_CACHE: {
+			uint64_t b;
+
+			if (za_parse_size(optarg, &b) < 0) {
+				fprintf(stderr,
+					"zarrayd: --map-cache is a size "
+					"(64M, 2G, 0 for no limit), not "
+					"'%s'\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			pol.map_cache_bytes = b;
 			break;
 		}
 		case O_RX_THREAD:

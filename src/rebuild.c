@@ -86,6 +86,8 @@ struct za_rebuild {
 	bool flushing;
 	bool start_again; /* a start came while the last run wound down */
 	bool in_pass;
+	bool map_wait; /* for the volume's map pages (list_live()) */
+	struct za_vol_mwait mw;
 
 	/* the current pass */
 	struct rseg *segs;
@@ -138,7 +140,8 @@ static void pass_clear(struct za_rebuild *rb)
 
 bool za_rebuild_busy(const struct za_rebuild *rb)
 {
-	return rb->nr_running || rb->flushing || za_job_busy(&rb->job);
+	return rb->nr_running || rb->flushing || rb->map_wait ||
+	       za_job_busy(&rb->job);
 }
 
 void za_rebuild_free(struct za_rebuild *rb)
@@ -583,10 +586,45 @@ static int list_live(struct za_rebuild *rb)
 	return ret;
 }
 
+/* The map pages list_live() waited for are in (or failed). */
+static void map_loaded(struct za_vol_mwait *w, int err)
+{
+	struct za_rebuild *rb = container_of(w, struct za_rebuild, mw);
+
+	rb->map_wait = false;
+	if (!za_job_in_run(&rb->job) || rb->job.stopping)
+		return; /* stopped meanwhile: the run ended */
+	if (err) {
+		za_log_err("rebuild: cannot read the volume's map: %s",
+			   strerror(-err));
+		run_end(rb, err);
+		return;
+	}
+	pass_begin(rb);
+}
+
 static void pass_begin(struct za_rebuild *rb)
 {
 	int ret;
 
+	if (rb->map_wait)
+		return; /* map_loaded() begins it */
+	/* Which blocks are live is the map's to say: all of it in memory
+	 * first (design.md 9.8). */
+	if (rb->p.vol) {
+		rb->mw.fn = map_loaded;
+		ret = za_volume_map_load(rb->p.vol, &rb->mw);
+		if (ret == 1) {
+			rb->map_wait = true;
+			return;
+		}
+		if (ret) {
+			za_log_err("rebuild: cannot read the volume's map: %s",
+				   strerror(-ret));
+			run_end(rb, ret);
+			return;
+		}
+	}
 	rb->st.cols_waiting = 0; /* counted again by this pass */
 	ret = list_live(rb);
 	if (ret) {
@@ -623,6 +661,9 @@ int za_rebuild_mark_dead_now(struct za_rebuild *rb)
 	int ret;
 
 	if (rb->in_pass || !rb->p.vol)
+		return 0;
+	/* With map pages out of memory (the cache), left to the pass. */
+	if (!za_volume_map_whole(rb->p.vol))
 		return 0;
 	ret = list_live(rb);
 	if (ret)

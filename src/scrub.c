@@ -118,6 +118,7 @@ struct za_scrub {
 	struct za_job job; /* state, pacing, progress, the timer */
 	bool in_run, listed, flushing, kick_pending;
 	bool dispatching, again;
+	struct za_vol_mwait mw; /* the volume's map pages (flushing meanwhile) */
 
 	struct sseg *segs; /* the run's list, by id */
 	size_t nr_segs;
@@ -699,11 +700,19 @@ static void flushed(struct za_vol_req *req, int result)
 	dispatch(s);
 }
 
+/* 1: waiting for the volume's map pages (batch_go() again once in). */
 static int batch_live(struct za_scrub *s)
 {
 	size_t i;
 	int ret;
 
+	/* Which blocks are live is the map's to say: all of it in memory
+	 * first (design.md 9.8). */
+	if (s->p.vol) {
+		ret = za_volume_map_load(s->p.vol, &s->mw);
+		if (ret)
+			return ret;
+	}
 	for (i = s->batch_start; i < s->batch_end; i++) {
 		ret = za_live_add(&s->live, &s->segs[i].ls);
 		if (ret)
@@ -712,10 +721,30 @@ static int batch_live(struct za_scrub *s)
 	return za_live_walk(&s->live, s->p.vol);
 }
 
+static void batch_go(struct za_scrub *s);
+
+/* The map pages batch_live() waited for are in (or failed). */
+static void map_loaded(struct za_vol_mwait *w, int err)
+{
+	struct za_scrub *s = container_of(w, struct za_scrub, mw);
+
+	s->flushing = false;
+	if (err) {
+		za_log_err("scrub: cannot read the volume's map: %s",
+			   strerror(-err));
+		run_end(s, err, false);
+		return;
+	}
+	if (s->job.stopping) {
+		dispatch(s); /* ends the run */
+		return;
+	}
+	batch_go(s);
+}
+
 static void batch_next(struct za_scrub *s)
 {
 	size_t n = s->p.batch_segs ? s->p.batch_segs : BATCH_SEGS;
-	int ret;
 
 	batch_clear(s);
 	if (s->batch_end >= s->nr_segs) {
@@ -726,7 +755,20 @@ static void batch_next(struct za_scrub *s)
 	s->batch_end = s->nr_segs - s->batch_start > n ? s->batch_start + n :
 							 s->nr_segs;
 	s->next_seg = s->batch_start;
+	batch_go(s);
+}
+
+/* The batch's liveness, then the flush that makes it durable. */
+static void batch_go(struct za_scrub *s)
+{
+	int ret;
+
+	s->mw.fn = map_loaded;
 	ret = batch_live(s);
+	if (ret == 1) {
+		s->flushing = true; /* nothing dispatched meanwhile */
+		return;
+	}
 	if (ret) {
 		za_log_err("scrub: cannot list live data: %s", strerror(-ret));
 		run_end(s, ret, false);

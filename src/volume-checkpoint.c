@@ -172,6 +172,9 @@ static void ckpt_pages_end(struct za_volume *v, bool live)
 					page_count(v, c->snap.fresh[i], -1);
 		za_map_snap_end(v->map, &c->snap, live, page_drop, v);
 		c->snapped = false;
+		/* Its pages are durable now: they may leave memory. */
+		if (live)
+			vol_map_trim(v);
 	}
 	for (i = 0; c->pages && i < c->nr_pages; i++)
 		free(c->pages[i].c);
@@ -511,12 +514,28 @@ static uint32_t seg_stripes(const struct za_volume *v,
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/*
+ * Pages need segments of the checkpoint stream long enough to hold many
+ * of them: with small zones (5 to 7 stripes a segment in the unit
+ * tests' small geometries) a tree's pages spread over so many segments
+ * that the first checkpoint after a restart below GC's floor found no
+ * room (test_ckpt_below_floor, one run in 20 under the sanitizers). Such
+ * an array writes the map whole, and so keeps it whole in memory (no
+ * cache: vol_map_trim()); a real drive's zone holds ~65,000.
+ */
+#define CKPT_PAGES_MIN_STRIPES 128u
+
 static uint32_t ckpt_seg_stripes(const struct za_volume *v)
 {
 	struct za_engine_space sp;
 
 	za_engine_space(v->eng, &sp);
 	return seg_stripes(v, &sp);
+}
+
+bool vol_ckpt_pages_ok(const struct za_volume *v)
+{
+	return ckpt_seg_stripes(v) >= CKPT_PAGES_MIN_STRIPES;
 }
 
 /* The segments of its stream the next checkpoint may need: as many as the
@@ -958,16 +977,6 @@ static int ckpt_parts_encode(struct za_volume *v)
 	return 0;
 }
 
-/*
- * Pages need segments of the checkpoint stream long enough to hold many
- * of them: with small zones (5 to 7 stripes a segment in the unit
- * tests' small geometries) a tree's pages spread over so many segments
- * that the first checkpoint after a restart below GC's floor found no
- * room (test_ckpt_below_floor, one run in 20 under the sanitizers). Such
- * an array writes the map whole; a real drive's zone holds ~65,000.
- */
-#define CKPT_PAGES_MIN_STRIPES 128u
-
 static bool page_in_group(void *priv, const struct za_map_page *pg)
 {
 	return pg->group == *(const uint64_t *)priv;
@@ -1065,9 +1074,18 @@ static int ckpt_snapshot(struct za_volume *v)
 	 * the pages the stream holds all become garbage once it is live -
 	 * with small zones, the pages of the tree spread over the stream's
 	 * groups took the zones GC needed (test_gc_stop_ends_gc livelocked,
-	 * test_ckpt_below_floor failed one run in 25).
+	 * test_ckpt_below_floor failed one run in 25). Only while the map
+	 * is whole in memory and within the cache's limit: otherwise in
+	 * pages (there, zones hold >= CKPT_PAGES_MIN_STRIPES stripes, which
+	 * the tests' small zones lacked). Paging it all in to write it whole
+	 * would break the limit when space is short, and a whole checkpoint
+	 * leaves every node dirty: nothing could leave memory under GC
+	 * (test_map_cache_gc).
 	 */
-	c->whole = c->for_space || v->critical || vol_gc_needed(v) ||
+	c->whole = ((c->for_space || v->critical || vol_gc_needed(v)) &&
+		    za_map_whole(v->map) &&
+		    (!v->mc.limit_bytes ||
+		     za_map_bytes(v->map) <= v->mc.limit_bytes)) ||
 		   ckpt_seg_stripes(v) < CKPT_PAGES_MIN_STRIPES;
 	if (!c->whole)
 		ckpt_clean(v);
@@ -2458,6 +2476,9 @@ int za_volume_recover(struct za_volume *v)
 	v->st.recovered_stripes = rv.stripes + rv.unmaps;
 	/* Replayed stripes are not in the live checkpoint (if any). */
 	v->ck.gen = v->st.recovered_stripes ? 1 : 0;
+	/* Loaded whole: what the live checkpoint holds may leave memory. */
+	if (!ret)
+		vol_map_trim(v);
 	if (!ret)
 		za_log_info(
 			"volume: recovered %llu stripes and %llu unmap "

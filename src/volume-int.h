@@ -143,6 +143,14 @@ struct gc {
 	unsigned col_reads;
 	int error;
 	struct za_vol_req flush;
+	/*
+	 * Map pages GC waits for (its victim's leaves are in memory from its
+	 * collection until it ends: no shrink while GC is active): the LBA
+	 * tables whose runs wait, and where each got to.
+	 */
+	struct za_vol_mwait mw;
+	bool mw_busy; /* mw waits */
+	struct gc_lbas *col_wait;
 	/* GC while the volume is idle (za_volume_params.idle_gc_ms). */
 	ev_timer idle_w;
 	unsigned idle_ms; /* za_volume_params.idle_gc_ms */
@@ -150,6 +158,19 @@ struct gc {
 	uint64_t idle_ops; /* user_ops at the last tick */
 	uint64_t idle_base; /* free segments when its progress was last seen */
 	unsigned idle_runs; /* victims it started since then */
+};
+
+/*
+ * The map cache's side in the volume (volume-mapcache.c, design.md 9.8):
+ * pages being read back, one read per page however many wait for it.
+ */
+struct mread;
+struct mcache {
+	uint64_t limit_bytes; /* za_volume_params.map_cache_bytes; 0: none */
+	struct mread *reads; /* in flight */
+	unsigned nr_reads;
+	unsigned waits; /* user requests waiting for a page */
+	bool whole; /* a walk waits for the whole map: no shrink */
 };
 
 /* Checkpoints: one being written at a time, and the live one. */
@@ -266,6 +287,7 @@ struct za_volume {
 	unsigned data_inflight; /* data stripes submitted, not complete */
 	unsigned jrnl_inflight; /* journal stripes submitted, not complete */
 	struct ckpt ck;
+	struct mcache mc;
 };
 
 /* volume.c */
@@ -303,9 +325,26 @@ void vol_gc_kick(struct za_volume *v);
 void vol_gc_job_timer(struct za_job *j);
 void vol_gc_idle_set(struct za_volume *v, bool on);
 
+/* volume-mapcache.c */
+/*
+ * Is what an operation on [lba, lba + n) needs of the map in memory
+ * (@seams: a set, clear or move, map.h)? 0: yes, run it now; 1: a page
+ * is being read, and @w->fn() is called once it is in or failed (then
+ * ask again); -ENOMEM.
+ */
+int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
+		  struct za_vol_mwait *w);
+/* Let clean pages leave memory down to the limit, where nothing forbids
+ * it now (GC active, page reads in flight, a whole walk waiting). */
+void vol_map_trim(struct za_volume *v);
+void vol_map_cache_free(struct za_volume *v);
+
 /* volume-checkpoint.c */
 void vol_ckpt_kick(struct za_volume *v);
 bool vol_ckpt_for_space(const struct za_volume *v);
+/* The checkpoint stream's segments are long enough for map pages (else
+ * checkpoints hold the map whole, and it stays whole in memory). */
+bool vol_ckpt_pages_ok(const struct za_volume *v);
 void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
 void vol_ckpt_free(struct za_volume *v);

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container.h"
 #include "crash.h"
 #include "journal.h"
 #include "log.h"
@@ -316,6 +317,7 @@ int za_volume_new(struct za_io *io, const struct za_volume_params *p,
 	v->ck.anchor_priv = p->anchor_priv;
 	v->ck.anchor_rec = p->anchor_rec;
 	v->ck.no_table_recovery = p->no_table_recovery;
+	v->mc.limit_bytes = p->map_cache_bytes;
 	/* The default size counts both write sets: add them first. */
 	if (!p->size_bytes)
 		v->size_blocks = default_size(p->eng, true) / 4096;
@@ -360,8 +362,8 @@ bool za_volume_busy(const struct za_volume *v)
 		if (ep->inflight || ep->waiters)
 			return true;
 	return v->reads || v->eflushes || v->gc.active || v->stalled_head ||
-	       v->gc.ckpt_releases || za_job_busy(&v->gc.job) ||
-	       v->ck.state != CK_IDLE;
+	       v->mc.reads || v->mc.waits || v->gc.ckpt_releases ||
+	       za_job_busy(&v->gc.job) || v->ck.state != CK_IDLE;
 }
 
 void za_volume_free(struct za_volume *v)
@@ -387,6 +389,7 @@ void za_volume_free(struct za_volume *v)
 		free(ep);
 	}
 	free(v->gc.ext);
+	vol_map_cache_free(v);
 	vol_ckpt_free(v);
 	za_map_free(v->map);
 	free(v);
@@ -415,6 +418,7 @@ void vol_req_init(struct za_volume *v, struct za_vol_req *r)
 	r->fua_flush = false;
 	r->op = 0;
 	r->payload = NULL;
+	r->own_buf = NULL;
 }
 
 /* ---- flush ---- */
@@ -832,14 +836,81 @@ static bool vbuf_refer(struct vbuf *b, struct za_payload *pl)
 	return true;
 }
 
+/* A write is done with: its copy of the buffer (if it waited) goes. */
+static void write_end(struct za_vol_req *r, int result)
+{
+	free(r->own_buf);
+	r->own_buf = NULL;
+	r->done(r, result);
+}
+
+/* The map page a write waited for is in (or failed). */
+static void write_paged(struct za_vol_mwait *w, int err)
+{
+	struct za_vol_req *r = container_of(w, struct za_vol_req, mw);
+	struct za_volume *v = r->vol;
+
+	v->mc.waits--;
+	if (err) {
+		write_end(r, err);
+		return;
+	}
+	/* Taken again as if it came now: a checkpoint's quiet point or
+	 * the space may hold it back meanwhile. */
+	if (v->stalled_head || !can_write(v)) {
+		stall(v, r);
+		return;
+	}
+	write_now(v, r);
+}
+
+/*
+ * Does the write need map pages that left memory (design.md 9.8)? Then it
+ * waits for them with a copy of its buffer, which the caller may reuse as
+ * soon as this returns (za_volume_write_copies() said it would be
+ * copied). Returns true when it waits (or failed).
+ */
+static bool write_waits(struct za_volume *v, struct za_vol_req *r)
+{
+	uint64_t lba = r->off / 4096, n = r->len / 4096;
+	int ret;
+
+	if (!za_map_need(v->map, lba, n, true))
+		return false;
+	if (!r->own_buf) {
+		r->own_buf = malloc(r->len);
+		if (!r->own_buf) {
+			r->done(r, -ENOMEM);
+			return true;
+		}
+		memcpy(r->own_buf, r->buf, r->len);
+		r->buf = r->own_buf;
+		r->payload = NULL;
+	}
+	r->mw.fn = write_paged;
+	ret = vol_map_fault(v, lba, n, true, &r->mw);
+	if (ret == 1) {
+		v->mc.waits++;
+		return true;
+	}
+	if (ret < 0) {
+		write_end(r, ret);
+		return true;
+	}
+	return false;
+}
+
 static void write_now(struct za_volume *v, struct za_vol_req *r)
 {
 	const struct za_stripe_layout *dl = za_engine_layout(v->eng);
-	const uint8_t *src = r->buf;
+	const uint8_t *src;
 	uint64_t lba = r->off / 4096, n = r->len / 4096;
 	int ret;
 
 	r->next = NULL;
+	if (write_waits(v, r))
+		return;
+	src = r->buf;
 	while (n) {
 		struct za_map_loc loc = { .kind = ZA_MAP_BUFFER };
 		uint32_t take, i;
@@ -847,7 +918,7 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
 		if (!v->cur) {
 			v->cur = vol_vbuf_new(v, ZA_STREAM_DATA);
 			if (!v->cur) {
-				r->done(r, -ENOMEM);
+				write_end(r, -ENOMEM);
 				return;
 			}
 		}
@@ -871,7 +942,7 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
 		loc.pos = v->cur->nr;
 		ret = za_map_set(v->map, lba, take, &loc, vol_on_dead, v);
 		if (ret) {
-			r->done(r, ret);
+			write_end(r, ret);
 			return;
 		}
 		v->cur->nr += take;
@@ -886,6 +957,8 @@ static void write_now(struct za_volume *v, struct za_vol_req *r)
 		src += (uint64_t)take * 4096;
 	}
 	v->st.user_write_bytes += r->len;
+	free(r->own_buf); /* copied into the stripes */
+	r->own_buf = NULL;
 	if (r->fua) {
 		vol_flush_enqueue(v, r);
 		return;
@@ -934,13 +1007,40 @@ int vol_unmap_ranges(struct za_volume *v, const struct za_journal_range *r,
 	return 0;
 }
 
-/* A trim or write-zeroes, now. */
+/* The map page a trim or write-zeroes waited for is in (or failed). */
+static void unmap_paged(struct za_vol_mwait *w, int err)
+{
+	struct za_vol_req *r = container_of(w, struct za_vol_req, mw);
+	struct za_volume *v = r->vol;
+
+	v->mc.waits--;
+	if (err) {
+		r->done(r, err);
+		return;
+	}
+	if (v->ck.state == CK_QUIESCE) {
+		stall(v, r);
+		return;
+	}
+	unmap_now(v, r);
+}
+
+/* A trim or write-zeroes, now (once the map pages it needs are in). */
 static void unmap_now(struct za_volume *v, struct za_vol_req *r)
 {
 	int ret = 0;
 
 	r->next = NULL;
-	if (r->len)
+	if (r->len) {
+		r->mw.fn = unmap_paged;
+		ret = vol_map_fault(v, r->off / 4096, r->len / 4096, true,
+				    &r->mw);
+		if (ret == 1) {
+			v->mc.waits++;
+			return;
+		}
+	}
+	if (r->len && !ret)
 		ret = vol_unmap(v, r->off / 4096, r->len / 4096);
 	if (ret || r->op != OP_ZEROES || !r->fua) {
 		r->done(r, ret);
@@ -1056,10 +1156,45 @@ static int read_piece(void *priv, uint64_t lba, uint64_t n,
 	return 0;
 }
 
+static void read_run(struct za_volume *v, struct za_vol_req *r);
+
+/* The map page a read waited for is in (or failed). */
+static void read_paged(struct za_vol_mwait *w, int err)
+{
+	struct za_vol_req *r = container_of(w, struct za_vol_req, mw);
+	struct za_volume *v = r->vol;
+
+	v->mc.waits--;
+	if (err) {
+		read_put(v, r, err);
+		return;
+	}
+	read_run(v, r);
+}
+
+/* Once the map pages it needs are in: each piece read, or zeros. */
+static void read_run(struct za_volume *v, struct za_vol_req *r)
+{
+	/* The caller's buffer, written to: za_volume_read() had it so. */
+	struct read_walk w = { v, r, (uint8_t *)(uintptr_t)r->buf,
+			       r->off / 4096 };
+	int ret;
+
+	r->mw.fn = read_paged;
+	ret = vol_map_fault(v, r->off / 4096, r->len / 4096, false, &r->mw);
+	if (ret == 1) {
+		v->mc.waits++;
+		return;
+	}
+	if (!ret)
+		ret = za_map_walk(v->map, r->off / 4096, r->len / 4096,
+				  read_piece, &w);
+	read_put(v, r, ret);
+}
+
 void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 		    uint64_t len, void *buf)
 {
-	struct read_walk w = { v, r, buf, off / 4096 };
 	int ret;
 
 	user_op(v);
@@ -1072,8 +1207,10 @@ void za_volume_read(struct za_volume *v, struct za_vol_req *r, uint64_t off,
 	v->st.user_read_bytes += len;
 	v->reads++;
 	r->pending = 1;
-	ret = za_map_walk(v->map, off / 4096, len / 4096, read_piece, &w);
-	read_put(v, r, ret);
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	read_run(v, r);
 }
 
 /* ---- stats and synchronous wrappers ---- */
@@ -1103,6 +1240,7 @@ void za_volume_get_stats(const struct za_volume *v, struct za_volume_stats *st)
 	st->gc_active = v->gc.active;
 	st->map_extents = za_map_extents(v->map);
 	st->map_bytes = za_map_bytes(v->map);
+	st->map_cache_bytes = v->mc.limit_bytes;
 	st->checkpoint_seq = v->ck.live_seq;
 	st->checkpoint_blocks = v->ck.live_nr;
 	st->checkpoint_pages = v->ck.pages_live;
@@ -1194,6 +1332,9 @@ int za_volume_walk_live(struct za_volume *v,
 {
 	struct live_walk lw = { .fn = fn, .priv = priv };
 
+	/* za_volume_map_load() first: a page out of memory is no hole. */
+	if (!za_map_whole(v->map))
+		return -EAGAIN;
 	return za_map_walk(v->map, 0, v->size_blocks, live_walk_one, &lw);
 }
 

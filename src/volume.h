@@ -73,6 +73,24 @@ struct za_volume_params {
 	/* Recovery reads every zone even where the anchor and its
 	 * checkpoint's engine table would spare it (tests compare). */
 	bool no_table_recovery;
+	/*
+	 * The map cache (design.md 9.8): once a checkpoint made its pages
+	 * durable, the map's clean pages leave memory until it holds at most
+	 * this many bytes, and are read back from the drives when a request
+	 * needs them. 0: no limit (the whole map stays in memory).
+	 */
+	uint64_t map_cache_bytes;
+};
+
+/*
+ * Waiting for map pages to be read back from the drives (private: the
+ * volume's and its callers' structures embed one). fn(w, 0) once the
+ * page waited for is in memory - the waiter asks again, and may wait for
+ * another - or fn(w, -errno) when it could not be read.
+ */
+struct za_vol_mwait {
+	struct za_vol_mwait *next;
+	void (*fn)(struct za_vol_mwait *w, int err);
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
@@ -93,6 +111,8 @@ struct za_vol_req {
 	bool fua;
 	uint8_t op; /* what was held back: write, trim, write zeroes */
 	struct za_payload *payload; /* during za_volume_write_ref() only */
+	void *own_buf; /* a copy of buf while it waits for map pages */
+	struct za_vol_mwait mw; /* waiting for map pages */
 };
 
 /* Adds the journal stream to @eng. Returns 0 or -errno. */
@@ -200,6 +220,16 @@ int za_volume_walk_live(struct za_volume *v,
 				  uint64_t n),
 			void *priv);
 /*
+ * The walk above needs the whole map in memory: 0 when it is, or 1 when
+ * pages were out of memory and are being read: @w->fn() is called when
+ * one is in (ask again; with the cache's limit lifted until the walk, a
+ * page read stays) or failed. Loop thread. za_volume_map_unwait() takes
+ * a waiter back (its owner is going away); the read goes on.
+ */
+int za_volume_map_load(struct za_volume *v, struct za_vol_mwait *w);
+bool za_volume_map_whole(const struct za_volume *v);
+void za_volume_map_unwait(struct za_volume *v, struct za_vol_mwait *w);
+/*
  * Whether background work that spends free zones without freeing any (a
  * rebuild's replacement zones) may take one now: only while free space is
  * at or above the point where garbage collection starts. Below it, GC
@@ -220,6 +250,11 @@ struct za_volume_stats {
 	uint64_t gc_idle_runs; /* of gc_runs, started while idle */
 	bool gc_active; /* a victim is being collected now */
 	uint64_t map_extents, map_bytes;
+	/* The map cache (za_volume_params.map_cache_bytes): its limit (0:
+	 * none), map pages read back from the drives, requests that waited
+	 * for one, pages that could not be read or did not check. */
+	uint64_t map_cache_bytes, map_pages_read, map_page_waits;
+	uint64_t map_page_errors;
 	/* Blocks in stripes on the members that the map points to: what
 	 * garbage collection must keep (blocks still in buffers are not
 	 * counted). */

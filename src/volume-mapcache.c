@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * volume-mapcache.c - the volume's side of the map cache (docs/design.md
+ * 9.8): reading map pages back from the drives when an operation needs a
+ * leaf or a directory node that left memory, and letting clean pages
+ * leave memory down to za_volume_params.map_cache_bytes.
+ *
+ * The map (map.c) decides what may leave and says what an operation
+ * needs (za_map_need()); this file reads that page through the engine
+ * (verified, repaired from parity like any block), checks it against
+ * what its parent said (level, range, extents within the volume, written
+ * by a checkpoint that is live or older) and hands it to the map, which
+ * checks the rest. Whoever waited asks again: an operation on several
+ * leaves may need several pages, one after another. One read per page
+ * however many wait for it. It does not decide when a checkpoint writes
+ * pages (volume-checkpoint.c), and does not read pages at recovery, which
+ * still loads the map whole (design.md 9.8, not done yet).
+ *
+ * When may pages leave (vol_map_trim())? Not while GC has a victim: it
+ * found the victim's live blocks in leaves that must still be there when
+ * it moves them (gc_put()); not while a page is being read (a directory
+ * node leaving would free the page handles of its leaves, one of which
+ * may be the page being read); and not while a whole walk waits for the
+ * map to be complete. Loop thread only.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "log.h"
+#include "map.h"
+#include "mpage.h"
+#include "volume-int.h"
+
+struct mread {
+	struct za_read er;
+	struct za_volume *v;
+	struct za_map_page *pg; /* valid until filled (map.h) */
+	uint64_t group, pos; /* pg's, for the log */
+	bool dir;
+	struct za_vol_mwait *waiters;
+	struct mread *next;
+	uint8_t *blk;
+};
+
+static struct mread *mread_find(struct za_volume *v,
+				const struct za_map_page *pg)
+{
+	struct mread *m;
+
+	for (m = v->mc.reads; m; m = m->next)
+		if (m->pg == pg)
+			return m;
+	return NULL;
+}
+
+/* Check page @blk as what @m's parent names, and fill the map with it. */
+static int mread_fill(struct za_volume *v, struct mread *m)
+{
+	struct za_ckpt_rec *recs;
+	struct za_mpage_hdr h;
+	uint32_t i;
+	int ret;
+
+	recs = malloc(ZA_MPAGE_MAX_RECS * sizeof(*recs));
+	if (!recs)
+		return -ENOMEM;
+	ret = za_mpage_decode(m->blk, ZA_MPAGE_BYTES, &h, recs);
+	/* Written by a checkpoint that is live, or an older one: only
+	 * durable pages leave memory. */
+	if (!ret && (h.level != (m->dir ? 1 : 0) || h.ckpt_id > v->ck.live_id))
+		ret = -EBADMSG;
+	if (!ret && m->dir) {
+		struct za_map_ref *c = malloc(h.nr_recs * sizeof(*c));
+
+		if (!c) {
+			free(recs);
+			return -ENOMEM;
+		}
+		for (i = 0; i < h.nr_recs; i++)
+			c[i] = (struct za_map_ref){
+				.lo = recs[i].lba,
+				.hi = recs[i].lba + recs[i].nr_blocks,
+				.group = recs[i].group,
+				.pos = recs[i].pos,
+			};
+		/* Every page of the tree is counted live in its group. */
+		ret = za_map_fill_dir(v->map, m->pg, c, h.nr_recs, true);
+		free(c);
+	} else if (!ret) {
+		struct za_map_ext e[ZA_MAP_LEAF_CAP];
+
+		if (h.nr_recs > ZA_MAP_LEAF_CAP)
+			ret = -EBADMSG;
+		for (i = 0; !ret && i < h.nr_recs; i++) {
+			if (recs[i].lba + recs[i].nr_blocks > v->size_blocks) {
+				ret = -EBADMSG;
+				break;
+			}
+			e[i] = (struct za_map_ext){
+				.lba = recs[i].lba,
+				.len = recs[i].nr_blocks,
+				.loc = { .kind = recs[i].type == ZA_CKPT_REC_DATA ?
+							 ZA_MAP_DATA :
+							 ZA_MAP_JOURNAL,
+					 .group = recs[i].group,
+					 .pos = recs[i].pos },
+			};
+		}
+		if (!ret)
+			ret = za_map_fill_leaf(v->map, m->pg, e, h.nr_recs);
+	}
+	free(recs);
+	return ret == -EALREADY ? 0 : ret;
+}
+
+static void mread_done(struct za_read *er, int result)
+{
+	struct mread *m = er->priv, **pp;
+	struct za_volume *v = m->v;
+	struct za_vol_mwait *w;
+	int ret = result;
+
+	for (pp = &v->mc.reads; *pp != m; pp = &(*pp)->next)
+		;
+	*pp = m->next;
+	v->mc.nr_reads--;
+	if (!ret)
+		ret = mread_fill(v, m);
+	if (ret) {
+		/* -ENOMEM may pass; anything else is this page's for good
+		 * (the engine already tried the parity). */
+		v->st.map_page_errors++;
+		za_log_err("volume: map %s page at group %llu position %llu "
+			   "not usable: %s",
+			   m->dir ? "directory" : "leaf",
+			   (unsigned long long)m->group,
+			   (unsigned long long)m->pos, strerror(-ret));
+		ret = ret == -ENOMEM ? -ENOMEM : -EIO;
+	} else {
+		v->st.map_pages_read++;
+	}
+	w = m->waiters;
+	free(m->blk);
+	free(m);
+	while (w) {
+		struct za_vol_mwait *next = w->next;
+
+		w->next = NULL;
+		w->fn(w, ret);
+		w = next;
+	}
+	vol_map_trim(v);
+}
+
+int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
+		  struct za_vol_mwait *w)
+{
+	struct za_map_page *pg = za_map_need(v->map, lba, n, seams);
+	struct mread *m;
+
+	if (!pg)
+		return 0;
+	v->st.map_page_waits++;
+	m = mread_find(v, pg);
+	if (!m) {
+		m = calloc(1, sizeof(*m));
+		if (!m || posix_memalign((void **)&m->blk, 4096, 4096)) {
+			free(m);
+			return -ENOMEM;
+		}
+		m->v = v;
+		m->pg = pg;
+		m->group = pg->group;
+		m->pos = pg->pos;
+		m->dir = pg->dir;
+		m->er.group_id = pg->group;
+		m->er.gpos = pg->pos;
+		m->er.nr_blocks = 1;
+		m->er.buf = m->blk;
+		m->er.done = mread_done;
+		m->er.priv = m;
+		m->next = v->mc.reads;
+		v->mc.reads = m;
+		v->mc.nr_reads++;
+		w->next = NULL;
+		m->waiters = w;
+		za_engine_read(v->eng, &m->er);
+		return 1;
+	}
+	w->next = m->waiters;
+	m->waiters = w;
+	return 1;
+}
+
+void vol_map_trim(struct za_volume *v)
+{
+	if (!v->mc.limit_bytes || v->gc.active || v->mc.nr_reads ||
+	    v->mc.whole || !vol_ckpt_pages_ok(v))
+		return;
+	if (za_map_bytes(v->map) > v->mc.limit_bytes)
+		za_map_shrink(v->map, v->mc.limit_bytes);
+}
+
+void vol_map_cache_free(struct za_volume *v)
+{
+	/* za_volume_free(): nothing in flight (za_volume_busy()). */
+	assert(!v->mc.reads);
+	(void)v;
+}
+
+/* ---- whole walks ---- */
+
+bool za_volume_map_whole(const struct za_volume *v)
+{
+	return za_map_whole(v->map);
+}
+
+int za_volume_map_load(struct za_volume *v, struct za_vol_mwait *w)
+{
+	int ret;
+
+	/* The walk runs as soon as the map is whole, before anything may
+	 * leave again; another walker still waiting sets it again when it
+	 * asks. */
+	if (za_map_whole(v->map)) {
+		v->mc.whole = false;
+		return 0;
+	}
+	ret = vol_map_fault(v, 0, v->size_blocks, false, w);
+	if (ret == 1)
+		v->mc.whole = true;
+	return ret;
+}
+
+void za_volume_map_unwait(struct za_volume *v, struct za_vol_mwait *w)
+{
+	struct za_vol_mwait **pp;
+	struct mread *m;
+
+	for (m = v->mc.reads; m; m = m->next)
+		for (pp = &m->waiters; *pp; pp = &(*pp)->next)
+			if (*pp == w) {
+				*pp = w->next;
+				w->next = NULL;
+				v->mc.whole = false;
+				return;
+			}
+}
