@@ -687,8 +687,19 @@ static void del(struct za_map *m, struct leaf *lf, uint32_t i, uint32_t cnt)
 /* Make @key an extent boundary. */
 static void cut(struct za_map *m, uint64_t key)
 {
-	struct pos p = lookup(m, key);
+	struct leaf *lf = leaf_find(m, key);
 	struct za_map_ext *e, tail;
+	struct pos p;
+
+	/*
+	 * A leaf out of memory that starts at @key: an extent starts
+	 * there, a boundary already. The only leaf out of memory a cut may
+	 * meet: the end of a move by GC or of a stripe made durable, whose
+	 * range was in memory but whose next leaf need not be (map.h).
+	 */
+	if (lf && !in(lf) && lf->key == key)
+		return;
+	p = lookup_in(m, lf, key);
 
 	if (at_end(p) || at(p)->lba >= key)
 		return;

@@ -209,7 +209,8 @@ size_t za_map_bytes(const struct za_map *m);
  * names from the drives and handing its content to za_map_fill_dir() or
  * za_map_fill_leaf(), then runs the operation at once (nothing leaves
  * memory but through za_map_shrink()). The map asserts it; a leaf out of
- * memory is never taken for a hole.
+ * memory is never taken for a hole. A move needs only [lba, lba + n):
+ * the leaf after may be out (its cut there is a boundary already).
  */
 
 /* Every node is in memory (as without the cache). */

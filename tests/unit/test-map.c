@@ -877,6 +877,25 @@ START_TEST(test_cache_first_extent)
 		r->group[lba] = loc.group;
 		r->pos[lba] = loc.pos + lba - 128;
 	}
+	/* A move up to the first block of a leaf out of memory (GC's
+	 * moves, a stripe made durable): only its own range is needed. */
+	ck_assert_ptr_nonnull(za_map_need(m, 384, 1, false));
+	cache_pre(m, 382, 2, false);
+	ck_assert_ptr_nonnull(za_map_need(m, 382, 2, true));
+	{
+		struct za_map_loc from = { .kind = ZA_MAP_DATA,
+					   .group = 3,
+					   .pos = 5 * 382 };
+		struct za_map_loc to = { .kind = ZA_MAP_JOURNAL,
+					 .group = 4,
+					 .pos = 10 };
+
+		/* Block 382 and the hole at 383: no whole extent. */
+		ck_assert_int_eq(za_map_move(m, 382, 2, &from, &to), 1);
+		r->kind[382] = to.kind;
+		r->group[382] = to.group;
+		r->pos[382] = to.pos;
+	}
 	/* The whole leaf at 256 (and the hole after it): the leaf before
 	 * it must come in first. */
 	d.nr_root = 0;
