@@ -92,6 +92,7 @@ struct dnode {
 	struct leaf *first;
 	uint32_t nr; /* places in the list of leaves: 1 when out */
 	uint32_t nr_out; /* of them, stubs of leaves (LEAF_OUT) */
+	uint32_t nr_pinned; /* its leaves' pages being read (za_map_pin()) */
 	bool dirty;
 	bool out; /* only on the drives: first is its LEAF_DIR_OUT stub */
 	struct za_map_page *pg;
@@ -937,6 +938,12 @@ size_t za_map_bytes(const struct za_map *m)
 	       m->cap_idx * sizeof(struct ient);
 }
 
+size_t za_map_dirty_bytes(const struct za_map *m)
+{
+	return m->nr_dirty_leaves * LEAF_BYTES +
+	       m->nr_dirty_dirs * sizeof(struct dnode);
+}
+
 /* ---- pages: snapshots ---- */
 
 void za_map_dirty_count(const struct za_map *m, struct za_map_dirty *d)
@@ -1477,7 +1484,7 @@ static struct leaf *dn_evict(struct za_map *m, struct dnode *dn)
 static bool dn_evictable(const struct dnode *dn)
 {
 	return !dn->out && dn->nr_out == dn->nr && !dn->dirty && dn->pg &&
-	       !dn->pg->pending;
+	       !dn->pg->pending && !dn->nr_pinned;
 }
 
 /* @lf (in memory, clean, its page durable) leaves memory; its stub
@@ -1503,6 +1510,17 @@ static struct leaf *leaf_evict(struct za_map *m, struct leaf *lf, bool *stop)
 	if (dn_evictable(stub->dn))
 		next = dn_evict(m, stub->dn);
 	return next;
+}
+
+void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on)
+{
+	const struct leaf *lf = pg->node;
+
+	(void)m;
+	if (pg->dir || !lf)
+		return; /* a directory node out stays out until filled */
+	assert(on || lf->dn->nr_pinned);
+	lf->dn->nr_pinned += on ? 1 : -1;
 }
 
 size_t za_map_shrink(struct za_map *m, size_t target_bytes)

@@ -190,6 +190,9 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 int za_map_load_end(struct za_map *m);
 /* Bytes of memory the map holds (nodes and the map itself). */
 size_t za_map_bytes(const struct za_map *m);
+/* Of them, the dirty nodes': what cannot leave memory before a snapshot
+ * writes them. */
+size_t za_map_dirty_bytes(const struct za_map *m);
 
 /*
  * ---- The cache (docs/design.md 9.8) ----
@@ -244,6 +247,13 @@ int za_map_fill_dir(struct za_map *m, struct za_map_page *pg,
  * spanning the leaf's range), -ENOMEM: then nothing changed. */
 int za_map_fill_leaf(struct za_map *m, struct za_map_page *pg,
 		     const struct za_map_ext *e, uint32_t n);
+/*
+ * While the owner reads the page @pg (@on), and until it is done with it
+ * (filled or given up: !@on), its directory node does not leave memory
+ * (which would free the page handles of its leaves' stubs, @pg among
+ * them): the cache may shrink meanwhile.
+ */
+void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on);
 /*
  * Let clean leaves and directory nodes whose pages are durable leave
  * memory until za_map_bytes() is at most @target_bytes or nothing more

@@ -106,6 +106,28 @@ static uint64_t ckpt_interval(const struct za_volume *v)
 	return base > by_size ? base : by_size;
 }
 
+/*
+ * The map cache (9.8) can let go only of clean pages: dirty ones stay
+ * until a checkpoint writes them. Under random writes nearly every leaf
+ * is dirty by the end of an interval, so with the map beyond the cache's
+ * limit a checkpoint is due once dirty nodes fill half of it - not
+ * sooner than a MiB of stripes after the last, so that a tiny limit
+ * does not checkpoint after every stripe; not where checkpoints are only
+ * taken when asked (UINT64_MAX).
+ */
+#define CKPT_CACHE_MIN_BLOCKS 256u
+
+static bool ckpt_for_cache(const struct za_volume *v)
+{
+	const struct ckpt *c = &v->ck;
+	uint64_t lim = v->mc.limit_bytes;
+
+	return lim && c->interval_blocks != UINT64_MAX &&
+	       c->since_blocks >= CKPT_CACHE_MIN_BLOCKS &&
+	       za_map_bytes(v->map) > lim &&
+	       za_map_dirty_bytes(v->map) >= lim / 2;
+}
+
 static void ckpt_answer(struct za_vol_req **list, int result)
 {
 	struct za_vol_req *r;
@@ -1277,7 +1299,8 @@ void vol_ckpt_kick(struct za_volume *v)
 		ckpt_answer(&c->waiters, -EIO);
 		return;
 	}
-	for_space = !c->waiters && c->since_blocks < ckpt_interval(v);
+	for_space = !c->waiters && c->since_blocks < ckpt_interval(v) &&
+		    !ckpt_for_cache(v);
 	if (for_space && !vol_ckpt_for_space(v))
 		return;
 	if (v->gc.active)

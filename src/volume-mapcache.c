@@ -18,10 +18,10 @@
  *
  * When may pages leave (vol_map_trim())? Not while GC has a victim: it
  * found the victim's live blocks in leaves that must still be there when
- * it moves them (gc_put()); not while a page is being read (a directory
- * node leaving would free the page handles of its leaves, one of which
- * may be the page being read); and not while a whole walk waits for the
- * map to be complete. Loop thread only.
+ * it moves them (gc_put()); and not while a whole walk waits for the map
+ * to be complete. A page being read is pinned (za_map_pin()): its
+ * directory node stays, which would free its leaves' page handles, the
+ * one being read among them. Loop thread only.
  */
 #include <assert.h>
 #include <errno.h>
@@ -129,6 +129,7 @@ static void mread_done(struct za_read *er, int result)
 	v->mc.nr_reads--;
 	if (!ret)
 		ret = mread_fill(v, m);
+	za_map_pin(v->map, m->pg, false);
 	if (ret) {
 		/* -ENOMEM may pass; anything else is this page's for good
 		 * (the engine already tried the parity). */
@@ -187,6 +188,7 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 		v->mc.nr_reads++;
 		w->next = NULL;
 		m->waiters = w;
+		za_map_pin(v->map, pg, true);
 		za_engine_read(v->eng, &m->er);
 		return 1;
 	}
@@ -197,8 +199,8 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 
 void vol_map_trim(struct za_volume *v)
 {
-	if (!v->mc.limit_bytes || v->gc.active || v->mc.nr_reads ||
-	    v->mc.whole || !vol_ckpt_pages_ok(v))
+	if (!v->mc.limit_bytes || v->gc.active || v->mc.whole ||
+	    !vol_ckpt_pages_ok(v))
 		return;
 	if (za_map_bytes(v->map) > v->mc.limit_bytes)
 		za_map_shrink(v->map, v->mc.limit_bytes);

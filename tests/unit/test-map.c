@@ -919,6 +919,27 @@ START_TEST(test_cache_first_extent)
 	check_all(m, r);
 	pre_op = NULL;
 	check_coalesced = true;
+	/* A leaf's page being read (pinned) keeps its directory node in
+	 * memory through a shrink: the page handle stays valid. */
+	d.nr_root = 0;
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	pg = za_map_need(m, 0, 1, false);
+	ck_assert(pg && pg->dir);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, d.pages[pg->pos].c,
+					 d.pages[pg->pos].n, true),
+			 0);
+	pg = za_map_need(m, 0, 1, false);
+	ck_assert(pg && !pg->dir);
+	za_map_pin(m, pg, true);
+	za_map_shrink(m, 0);
+	ck_assert_ptr_eq(za_map_need(m, 0, 1, false), pg);
+	cache_pre(m, 0, 1, false);
+	za_map_pin(m, pg, false);
+	za_map_shrink(m, 0);
+	pg = za_map_need(m, 0, 1, false);
+	ck_assert(pg && pg->dir);
 	za_map_free(m);
 	for (size_t i = 0; i < d.nr; i++) {
 		free(d.pages[i].e);
