@@ -1145,7 +1145,7 @@ static void gc_finish(struct za_volume *v, int err)
 	}
 	v->gc.active = false;
 	v->gc.nr_ext = 0;
-	vol_map_trim(v); /* what its victim paged in may leave now */
+	vol_map_trim(v, false); /* what its victim paged in may go now */
 	v->ck.space_failed = false; /* something changed: worth a retry */
 	/*
 	 * The next victim (or a checkpoint) before the held-back writes:

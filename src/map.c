@@ -1523,20 +1523,27 @@ void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on)
 	lf->dn->nr_pinned += on ? 1 : -1;
 }
 
-size_t za_map_shrink(struct za_map *m, size_t target_bytes)
+/* The clock, for at most @passes turns of the hand. */
+static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes)
 {
 	struct leaf *lf;
 	size_t seen = 0, limit = 2 * m->nr_leaves + 2;
-	bool stop = false;
+	uint64_t start;
+	bool stop = false, wrapped = false;
 
 	drop_spares(m);
 	lf = tree_find(m, m->hand);
 	if (!lf)
 		lf = m->head;
+	start = lf ? lf->key : 0;
 	while (!stop && lf && za_map_bytes(m) > target_bytes &&
 	       seen++ < limit) {
 		struct leaf *next = lf->next;
 
+		/* One turn: back where it started (leaves merge into
+		 * directory stubs on the way: count places, not steps). */
+		if (passes == 1 && wrapped && lf->key >= start)
+			break;
 		if (lf->state == LEAF_OUT && dn_evictable(lf->dn)) {
 			next = dn_evict(m, lf->dn);
 		} else if (in(lf) && !lf->dirty && lf->pg && !lf->pg->pending) {
@@ -1545,8 +1552,20 @@ size_t za_map_shrink(struct za_map *m, size_t target_bytes)
 			else
 				next = leaf_evict(m, lf, &stop);
 		}
+		if (!next)
+			wrapped = true;
 		lf = next ? next : m->head;
 	}
 	m->hand = lf ? lf->key : 0;
 	return za_map_bytes(m);
+}
+
+size_t za_map_shrink(struct za_map *m, size_t target_bytes)
+{
+	return shrink(m, target_bytes, 2);
+}
+
+size_t za_map_sweep(struct za_map *m, size_t target_bytes)
+{
+	return shrink(m, target_bytes, 1);
 }

@@ -262,5 +262,14 @@ void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on);
  * passed over once. Returns za_map_bytes().
  */
 size_t za_map_shrink(struct za_map *m, size_t target_bytes);
+/*
+ * The same, with one turn of the hand at most: what was used since it
+ * last passed stays this time. The owner's steady trim: an operation
+ * that waits for pages one after another asks za_map_need() again after
+ * each, which marks those it has, so that they stay until it runs
+ * (za_map_shrink() could take them on its second turn, and such an
+ * operation would never see all its pages in at once).
+ */
+size_t za_map_sweep(struct za_map *m, size_t target_bytes);
 
 #endif /* ZA_MAP_H */

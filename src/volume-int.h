@@ -171,6 +171,7 @@ struct mcache {
 	unsigned nr_reads;
 	unsigned waits; /* user requests waiting for a page */
 	bool whole; /* a walk waits for the whole map: no shrink */
+	bool hold; /* cleaning prepares a checkpoint: no shrink */
 };
 
 /* Checkpoints: one being written at a time, and the live one. */
@@ -248,6 +249,19 @@ struct ckpt {
 	uint8_t *tblocks; /* the engine table as of S */
 	uint32_t tparts;
 	uint64_t pages_live; /* map pages counted live in their groups */
+	/*
+	 * Cleaning with the map cache (ckpt_clean_prep()): before the next
+	 * checkpoint starts, the victim group's blocks are read and the
+	 * nodes whose pages they are brought into memory, so that the
+	 * checkpoint can write them again; nothing leaves memory meanwhile
+	 * (mcache.hold). A batch of blocks at a time.
+	 */
+	bool cleaning, clean_ready;
+	uint64_t clean_victim, clean_next, clean_end;
+	struct za_read clean_er;
+	struct za_vol_mwait clean_mw;
+	uint8_t *clean_buf;
+	uint32_t clean_i, clean_n; /* in the batch read */
 	/* The live one: the latest complete, flushed (or loaded) checkpoint. */
 	uint64_t live_id, live_seq;
 	uint64_t *live_groups; /* its parts' groups */
@@ -334,9 +348,13 @@ void vol_gc_idle_set(struct za_volume *v, bool on);
  */
 int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 		  struct za_vol_mwait *w);
-/* Let clean pages leave memory down to the limit, where nothing forbids
- * it now (GC active, page reads in flight, a whole walk waiting). */
-void vol_map_trim(struct za_volume *v);
+/*
+ * Let clean pages leave memory down to the limit, where nothing forbids
+ * it now (GC active, a whole walk waiting). @all: two turns of the clock
+ * (a checkpoint made its pages durable; recovery), else one, so that the
+ * pages a request waiting for more has in stay (za_map_sweep()).
+ */
+void vol_map_trim(struct za_volume *v, bool all);
 void vol_map_cache_free(struct za_volume *v);
 
 /* volume-checkpoint.c */

@@ -362,8 +362,9 @@ bool za_volume_busy(const struct za_volume *v)
 		if (ep->inflight || ep->waiters)
 			return true;
 	return v->reads || v->eflushes || v->gc.active || v->stalled_head ||
-	       v->mc.reads || v->mc.waits || v->gc.ckpt_releases ||
-	       za_job_busy(&v->gc.job) || v->ck.state != CK_IDLE;
+	       v->mc.reads || v->mc.waits || v->ck.cleaning ||
+	       v->gc.ckpt_releases || za_job_busy(&v->gc.job) ||
+	       v->ck.state != CK_IDLE;
 }
 
 void za_volume_free(struct za_volume *v)
