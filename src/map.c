@@ -67,6 +67,7 @@ struct leaf {
 	uint8_t state; /* enum leaf_state */
 	bool dirty; /* changed since its page was last handed out */
 	bool ref; /* used since the cache's hand last passed */
+	bool pinned; /* its page being read (za_map_pin()) */
 	struct leaf *prev, *next; /* LBA order */
 	struct dnode *dn; /* its directory node */
 	struct za_map_page *pg; /* its page, NULL before the first */
@@ -119,6 +120,7 @@ struct za_map {
 	unsigned nr_dspare;
 	size_t nr_dnodes;
 	uint32_t nr_dirty_leaves, nr_dirty_dirs;
+	uint32_t nr_pending; /* pages a snapshot handed out, not ended */
 	struct za_map_page *superseded; /* by frees since the last snapshot */
 	struct dnode *load_dn; /* loading: the directory node being filled */
 	struct leaf *load_last; /* loading: the last leaf loaded */
@@ -495,9 +497,11 @@ static void dn_split(struct za_map *m, struct dnode *dn)
 		lf->dn = n;
 		n->nr++;
 		n->nr_out += lf->state == LEAF_OUT;
+		n->nr_pinned += lf->pinned;
 	}
 	dn->nr -= n->nr;
 	dn->nr_out -= n->nr_out;
+	dn->nr_pinned -= n->nr_pinned;
 	dn_touch(m, dn);
 	dn_touch(m, n);
 }
@@ -940,7 +944,7 @@ size_t za_map_bytes(const struct za_map *m)
 
 size_t za_map_dirty_bytes(const struct za_map *m)
 {
-	return m->nr_dirty_leaves * LEAF_BYTES +
+	return ((size_t)m->nr_dirty_leaves + m->nr_pending) * LEAF_BYTES +
 	       m->nr_dirty_dirs * sizeof(struct dnode);
 }
 
@@ -961,10 +965,12 @@ static uint64_t leaf_end(const struct leaf *lf)
 	return lf->e[lf->nr - 1].lba + lf->e[lf->nr - 1].len;
 }
 
-static struct za_map_page *fresh_page(struct za_map_snap *s, void *node,
-				      bool dir)
+static struct za_map_page *fresh_page(struct za_map *m, struct za_map_snap *s,
+				      void *node, bool dir)
 {
 	struct za_map_page *pg = s->fresh[s->nr_fresh++];
+
+	m->nr_pending++;
 
 	pg->node = node;
 	pg->dir = dir;
@@ -1040,7 +1046,7 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 			if (lf->dirty) {
 				assert(in(lf));
 				supersede(&s->superseded, lf->pg);
-				lf->pg = fresh_page(s, lf, false);
+				lf->pg = fresh_page(m, s, lf, false);
 				lf->dirty = false;
 				m->nr_dirty_leaves--;
 				ops->leaf(priv, lf->pg, c[i].lo, c[i].hi, lf->e,
@@ -1053,7 +1059,7 @@ int za_map_snapshot(struct za_map *m, const struct za_map_snap_ops *ops,
 		r.hi = c[dn->nr - 1].hi;
 		if (dn->dirty) {
 			supersede(&s->superseded, dn->pg);
-			dn->pg = fresh_page(s, dn, true);
+			dn->pg = fresh_page(m, s, dn, true);
 			dn->dirty = false;
 			m->nr_dirty_dirs--;
 			ops->dir(priv, dn->pg, r.lo, r.hi, c, dn->nr);
@@ -1118,6 +1124,7 @@ void za_map_snap_end(struct za_map *m, struct za_map_snap *s, bool live,
 
 	for (i = 0; i < s->nr_fresh; i++)
 		s->fresh[i]->pending = false;
+	m->nr_pending -= s->nr_fresh;
 	if (live) {
 		for (pg = s->superseded; pg; pg = next) {
 			next = pg->next;
@@ -1514,13 +1521,20 @@ static struct leaf *leaf_evict(struct za_map *m, struct leaf *lf, bool *stop)
 
 void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on)
 {
-	const struct leaf *lf = pg->node;
+	struct leaf *lf = pg->node;
 
 	(void)m;
 	if (pg->dir || !lf)
 		return; /* a directory node out stays out until filled */
-	assert(on || lf->dn->nr_pinned);
-	lf->dn->nr_pinned += on ? 1 : -1;
+	/* On the leaf, which a split of its directory node carries to the
+	 * new one (dn_split()): a count on the node alone went with the
+	 * wrong half (S3, za_map_pin() asserted). */
+	assert(lf->pinned != on);
+	lf->pinned = on;
+	if (on)
+		lf->dn->nr_pinned++;
+	else
+		lf->dn->nr_pinned--;
 }
 
 /* The clock, for at most @passes turns of the hand. */

@@ -190,8 +190,9 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 int za_map_load_end(struct za_map *m);
 /* Bytes of memory the map holds (nodes and the map itself). */
 size_t za_map_bytes(const struct za_map *m);
-/* Of them, the dirty nodes': what cannot leave memory before a snapshot
- * writes them. */
+/* Of them, what cannot leave memory now: the dirty nodes (until a
+ * snapshot writes them) and those whose pages a snapshot handed out and
+ * has not ended (counted as leaves, a bound). */
 size_t za_map_dirty_bytes(const struct za_map *m);
 
 /*

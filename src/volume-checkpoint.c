@@ -118,7 +118,7 @@ static uint64_t ckpt_interval(const struct za_volume *v)
  */
 #define CKPT_CACHE_MIN_BLOCKS 256u
 
-static bool ckpt_for_cache(const struct za_volume *v)
+bool vol_ckpt_for_cache(const struct za_volume *v)
 {
 	const struct ckpt *c = &v->ck;
 	uint64_t lim = v->mc.limit_bytes;
@@ -1465,7 +1465,7 @@ void vol_ckpt_kick(struct za_volume *v)
 		return;
 	}
 	for_space = !c->waiters && c->since_blocks < ckpt_interval(v) &&
-		    !ckpt_for_cache(v);
+		    !vol_ckpt_for_cache(v);
 	if (for_space && !vol_ckpt_for_space(v))
 		return;
 	if (v->gc.active)

@@ -355,6 +355,13 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
  * pages a request waiting for more has in stay (za_map_sweep()).
  */
 void vol_map_trim(struct za_volume *v, bool all);
+/*
+ * What cannot leave memory (dirty nodes, pages a checkpoint is writing)
+ * fills the cache's limit, and a checkpoint is under way or due: user
+ * writes wait for it (can_write()), or the map would grow past the limit
+ * as fast as they come.
+ */
+bool vol_map_full(const struct za_volume *v);
 void vol_map_cache_free(struct za_volume *v);
 
 /* volume-checkpoint.c */
@@ -363,6 +370,9 @@ bool vol_ckpt_for_space(const struct za_volume *v);
 /* The checkpoint stream's segments are long enough for map pages (else
  * checkpoints hold the map whole, and it stays whole in memory). */
 bool vol_ckpt_pages_ok(const struct za_volume *v);
+/* With the map beyond the cache's limit, dirty nodes fill half of it: a
+ * checkpoint is due (design.md 9.8). */
+bool vol_ckpt_for_cache(const struct za_volume *v);
 void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
 void vol_ckpt_free(struct za_volume *v);

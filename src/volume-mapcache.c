@@ -217,6 +217,14 @@ void vol_map_trim(struct za_volume *v, bool all)
 		malloc_trim(0);
 }
 
+bool vol_map_full(const struct za_volume *v)
+{
+	if (!v->mc.limit_bytes || v->error || !vol_ckpt_pages_ok(v) ||
+	    za_map_dirty_bytes(v->map) <= v->mc.limit_bytes)
+		return false;
+	return v->ck.state != CK_IDLE || vol_ckpt_for_cache(v);
+}
+
 void vol_map_cache_free(struct za_volume *v)
 {
 	/* za_volume_free(): nothing in flight (za_volume_busy()). */

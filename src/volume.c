@@ -725,7 +725,8 @@ static bool can_write(const struct za_volume *v)
 {
 	return !vol_gc_goes_first(v) && !ckpt_goes_first(v) &&
 	       v->data_inflight < v->data_credit &&
-	       v->jrnl_inflight < v->jrnl_credit && v->ck.state != CK_QUIESCE;
+	       v->jrnl_inflight < v->jrnl_credit && v->ck.state != CK_QUIESCE &&
+	       !vol_map_full(v);
 }
 
 /* What a held-back request is (za_vol_req.op). */
@@ -774,6 +775,10 @@ static bool write_admitted(struct za_volume *v)
 {
 	if (v->critical)
 		vol_gc_kick(v);
+	/* Held for a checkpoint that is due: nothing else may start it
+	 * once no stripe is in flight. */
+	if (vol_map_full(v))
+		vol_ckpt_kick(v);
 	return !v->stalled_head && can_write(v);
 }
 

@@ -952,6 +952,81 @@ START_TEST(test_cache_first_extent)
 END_TEST
 
 /*
+ * A pinned page's leaf moves to the other half of its directory node
+ * when that node splits (leaves added before it): the pin goes with it,
+ * so that unpinning counts down the node it is in now (S3 aborted in
+ * za_map_pin() when the count stayed with the old half).
+ */
+START_TEST(test_cache_pin_split)
+{
+	struct pdrive d = { 0 };
+	struct za_map *m;
+	struct za_map_snap snap;
+	struct za_map_loc loc = { .kind = ZA_MAP_DATA, .group = 3 };
+	struct za_map_page *pg;
+	struct ref *r = calloc(1, sizeof(*r));
+	const uint64_t base = 40000;
+	uint64_t lba;
+
+	NBLK = NBLK_MAX;
+	ck_assert_int_eq(za_map_new(&m), 0);
+	/* 20 full leaves of one-block extents from block 40000. */
+	for (lba = base; lba < base + 2 * 64 * 20; lba += 2) {
+		loc.pos = 5 * lba;
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos;
+	}
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	za_map_shrink(m, 0);
+	cache_drive = &d;
+	/* The last leaf's page, being read. */
+	lba = base + 2 * 64 * 19;
+	pg = za_map_need(m, lba, 1, false);
+	ck_assert(pg && pg->dir);
+	ck_assert_int_eq(za_map_fill_dir(m, pg, d.pages[pg->pos].c,
+					 d.pages[pg->pos].n, true),
+			 0);
+	pg = za_map_need(m, lba, 1, false);
+	ck_assert(pg && !pg->dir);
+	za_map_pin(m, pg, true);
+	/* 90 leaves before the first: the node splits, the pinned leaf
+	 * goes to the second half. */
+	for (lba = 0; lba < 2 * 64 * 90; lba += 2) {
+		loc.pos = 7 * lba;
+		cache_pre(m, lba, 1, true);
+		ck_assert_int_eq(za_map_set(m, lba, 1, &loc, NULL, NULL), 0);
+		r->kind[lba] = loc.kind;
+		r->group[lba] = loc.group;
+		r->pos[lba] = loc.pos;
+	}
+	za_map_pin(m, pg, false);
+	d.nr_root = 0;
+	ck_assert_int_eq(za_map_snapshot(m, &pd_ops, &d, &snap), 0);
+	za_map_snap_end(m, &snap, true, pd_drop, &d);
+	/* Nothing pinned any more: every node may leave. */
+	za_map_shrink(m, 0);
+	ck_assert(!za_map_whole(m));
+	ck_assert_uint_lt(za_map_bytes(m), 8192);
+	pre_op = cache_pre;
+	check_coalesced = false;
+	check_all(m, r);
+	pre_op = NULL;
+	check_coalesced = true;
+	za_map_free(m);
+	for (size_t i = 0; i < d.nr; i++) {
+		free(d.pages[i].e);
+		free(d.pages[i].c);
+	}
+	free(d.pages);
+	free(d.root);
+	free(r);
+}
+END_TEST
+
+/*
  * A snapshot after a change in one place: only that leaf and its
  * directory node are written, and the root names every other directory
  * node - clean, its leaves not walked - by the range its page covers
@@ -1038,6 +1113,7 @@ int main(void)
 	tcase_add_test(tc, test_cache_fill_refused);
 	tcase_add_test(tc, test_cache_seams);
 	tcase_add_test(tc, test_cache_first_extent);
+	tcase_add_test(tc, test_cache_pin_split);
 	suite_add_tcase(s, tc);
 	return trun(s);
 }
