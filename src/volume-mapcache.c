@@ -203,15 +203,14 @@ void vol_map_trim(struct za_volume *v, bool all)
 	if (!v->mc.limit_bytes || v->gc.active || v->mc.whole || v->mc.hold ||
 	    !vol_ckpt_pages_ok(v))
 		return;
-	if (za_map_bytes(v->map) <= v->mc.limit_bytes)
-		return;
-	(all ? za_map_shrink : za_map_sweep)(v->map, v->mc.limit_bytes);
+	if (za_map_bytes(v->map) > v->mc.limit_bytes)
+		(all ? za_map_shrink : za_map_sweep)(v->map, v->mc.limit_bytes);
 	/*
 	 * Leaves (2.6 KiB) and stubs (56 B) come and go interleaved: what
 	 * they free stays in malloc's heap, resident, and the process grew
 	 * to the map's high-water mark and the checkpoint's encoded pages
-	 * (S3: 300 MiB over the baseline with a limit of 64). Given back
-	 * after each checkpoint (a few ms), not after each page.
+	 * and engine table. Given back after each checkpoint (a few ms),
+	 * not after each page.
 	 */
 	if (all)
 		malloc_trim(0);
