@@ -571,6 +571,7 @@ static struct leaf *leaf_take(struct za_map *m)
 	lf->state = LEAF_IN;
 	lf->ref = true;
 	lf->dirty = false;
+	lf->pinned = false;
 	lf->prev = lf->next = NULL;
 	lf->dn = NULL;
 	lf->pg = NULL;
