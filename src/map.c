@@ -1299,11 +1299,18 @@ struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
 		 * (za_map_set() asserted on a random write that covered a
 		 * leaf of one extent, test_map_cache).
 		 */
-		if (first && seams && lf->prev && !in(lf->prev) &&
-		    lf->e[0].lba >= lba && leaf_end(lf) <= lba + n)
-			return lf->prev->state == LEAF_DIR_OUT ?
-				       lf->prev->dn->pg :
-				       lf->prev->pg;
+		if (first && seams && lf->prev && lf->e[0].lba >= lba &&
+		    leaf_end(lf) <= lba + n) {
+			/* Marked like the rest when in: a request waiting
+			 * for more pages would lose it to every other
+			 * sweep and read it again for ever. */
+			if (in(lf->prev))
+				lf->prev->ref = true;
+			else
+				return lf->prev->state == LEAF_DIR_OUT ?
+					       lf->prev->dn->pg :
+					       lf->prev->pg;
+		}
 	}
 	return NULL;
 }
