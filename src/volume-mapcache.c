@@ -160,9 +160,14 @@ static void mread_done(struct za_read *er, int result)
 int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 		  struct za_vol_mwait *w)
 {
-	struct za_map_page *pg = za_map_need(v->map, lba, n, seams);
+	struct za_map_page *pg;
 	struct mread *m;
 
+	/* Without the cache biting (every node in memory) nothing to ask:
+	 * O(1) instead of a walk of the leaves per request. */
+	if (za_map_whole(v->map))
+		return 0;
+	pg = za_map_need(v->map, lba, n, seams);
 	if (!pg)
 		return 0;
 	v->st.map_page_waits++;
@@ -218,8 +223,10 @@ void vol_map_trim(struct za_volume *v, bool all)
 
 bool vol_map_full(const struct za_volume *v)
 {
-	if (!v->mc.limit_bytes || v->error || !vol_ckpt_pages_ok(v) ||
-	    za_map_dirty_bytes(v->map) <= v->mc.limit_bytes)
+	/* Asked at every write's admission: the cheap tests first. */
+	if (!v->mc.limit_bytes || v->error ||
+	    za_map_dirty_bytes(v->map) <= v->mc.limit_bytes ||
+	    !vol_ckpt_pages_ok(v))
 		return false;
 	return v->ck.state != CK_IDLE || vol_ckpt_for_cache(v);
 }

@@ -881,7 +881,7 @@ static bool write_waits(struct za_volume *v, struct za_vol_req *r)
 	uint64_t lba = r->off / 4096, n = r->len / 4096;
 	int ret;
 
-	if (!za_map_need(v->map, lba, n, true))
+	if (za_map_whole(v->map) || !za_map_need(v->map, lba, n, true))
 		return false;
 	if (!r->own_buf) {
 		r->own_buf = malloc(r->len);
