@@ -62,7 +62,10 @@ enum leaf_state {
 
 struct leaf {
 	uint64_t key; /* e[0].lba: its key in the index (stubs: their lo) */
-	uint64_t end; /* stubs: where their last extent ends (their hi) */
+	union {
+		uint64_t end; /* stubs: where their last extent ends (hi) */
+		uint64_t used; /* in memory: the sweep's turn when last used */
+	};
 	uint32_t nr; /* extents (stubs: not known, 0) */
 	uint8_t state; /* enum leaf_state */
 	bool dirty; /* changed since its page was last handed out */
@@ -128,6 +131,7 @@ struct za_map {
 	size_t nr_stubs; /* LEAF_OUT places */
 	size_t nr_dir_out; /* LEAF_DIR_OUT places (directory nodes out) */
 	uint64_t hand; /* where the cache's sweep goes on: an LBA */
+	uint64_t turn; /* the sweep's: one more for each (za_map_turn()) */
 };
 
 /* A place in the extent sequence: e[i] of @lf; i == lf->nr only at the
@@ -567,7 +571,7 @@ static struct leaf *leaf_take(struct za_map *m)
 	assert(m->nr_spare > 0);
 	lf = m->spare[--m->nr_spare];
 	lf->nr = 0;
-	lf->end = 0;
+	lf->used = m->turn;
 	lf->state = LEAF_IN;
 	lf->ref = true;
 	lf->dirty = false;
@@ -1292,6 +1296,7 @@ struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
 		if (lf->state == LEAF_OUT)
 			return lf->pg;
 		lf->ref = true;
+		lf->used = m->turn;
 		/*
 		 * A set that empties the first leaf it meets (every extent
 		 * of it within [lba, lba + n)) frees it, then inserts after
@@ -1302,14 +1307,15 @@ struct za_map_page *za_map_need(struct za_map *m, uint64_t lba, uint64_t n,
 		if (first && seams && lf->prev && lf->e[0].lba >= lba &&
 		    leaf_end(lf) <= lba + n) {
 			/* Marked like the rest when in: a request waiting
-			 * for more pages would lose it to every other
-			 * sweep and read it again for ever. */
-			if (in(lf->prev))
+			 * for more pages keeps it (za_map_sweep()). */
+			if (in(lf->prev)) {
 				lf->prev->ref = true;
-			else
+				lf->prev->used = m->turn;
+			} else {
 				return lf->prev->state == LEAF_DIR_OUT ?
 					       lf->prev->dn->pg :
 					       lf->prev->pg;
+			}
 		}
 	}
 	return NULL;
@@ -1449,7 +1455,7 @@ int za_map_fill_leaf(struct za_map *m, struct za_map_page *pg,
 	memcpy(lf, stub, STUB_BYTES);
 	memcpy(lf->e, e, n * sizeof(*e));
 	lf->nr = n;
-	lf->end = 0;
+	lf->used = m->turn;
 	lf->state = LEAF_IN;
 	lf->ref = true;
 	replace_place(m, stub, lf);
@@ -1546,7 +1552,8 @@ void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on)
 }
 
 /* The clock, for at most @passes turns of the hand. */
-static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes)
+static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes,
+		     uint64_t keep_from)
 {
 	struct leaf *lf;
 	size_t seen = 0, limit = 2 * m->nr_leaves + 2;
@@ -1554,6 +1561,8 @@ static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes)
 	bool stop = false, wrapped = false;
 
 	drop_spares(m);
+	/* What is used from now on is used after this turn began. */
+	m->turn++;
 	lf = tree_find(m, m->hand);
 	if (!lf)
 		lf = m->head;
@@ -1568,7 +1577,8 @@ static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes)
 			break;
 		if (lf->state == LEAF_OUT && dn_evictable(lf->dn)) {
 			next = dn_evict(m, lf->dn);
-		} else if (in(lf) && !lf->dirty && lf->pg && !lf->pg->pending) {
+		} else if (in(lf) && !lf->dirty && lf->pg && !lf->pg->pending &&
+			   lf->used < keep_from) {
 			if (lf->ref)
 				lf->ref = false;
 			else
@@ -1582,12 +1592,17 @@ static size_t shrink(struct za_map *m, size_t target_bytes, unsigned passes)
 	return za_map_bytes(m);
 }
 
-size_t za_map_shrink(struct za_map *m, size_t target_bytes)
+size_t za_map_shrink(struct za_map *m, size_t target_bytes, uint64_t keep_from)
 {
-	return shrink(m, target_bytes, 2);
+	return shrink(m, target_bytes, 2, keep_from);
 }
 
-size_t za_map_sweep(struct za_map *m, size_t target_bytes)
+size_t za_map_sweep(struct za_map *m, size_t target_bytes, uint64_t keep_from)
 {
-	return shrink(m, target_bytes, 1);
+	return shrink(m, target_bytes, 1, keep_from);
+}
+
+uint64_t za_map_turn(const struct za_map *m)
+{
+	return m->turn;
 }

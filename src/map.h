@@ -260,17 +260,29 @@ void za_map_pin(struct za_map *m, struct za_map_page *pg, bool on);
  * memory until za_map_bytes() is at most @target_bytes or nothing more
  * may leave (dirty nodes stay until a snapshot writes them). A clock:
  * what za_map_need() or a fill touched since the sweep last passed is
- * passed over once. Returns za_map_bytes().
+ * passed over once. Leaves used (za_map_need(), a fill) in turn
+ * @keep_from or later stay whatever the clock says (UINT64_MAX: none).
+ * Each call is a new turn (za_map_turn()). Returns za_map_bytes().
+ *
+ * Why @keep_from: an operation that waits for pages one after another
+ * asks za_map_need() again after each, which marks those it has; but
+ * while it waits, other operations' pages arrive and each arrival
+ * sweeps. Two operations each needing two leaves took turns evicting
+ * each other's (the fault loop's seed 7010: 39 M page reads, no answer).
+ * The owner passes the turn its oldest waiting operation began in: that
+ * one keeps every page it has, so it runs after at most as many reads
+ * as it needs pages, then the next oldest. What stays meanwhile is
+ * bounded by what the operations in flight need.
  */
-size_t za_map_shrink(struct za_map *m, size_t target_bytes);
+size_t za_map_shrink(struct za_map *m, size_t target_bytes, uint64_t keep_from);
 /*
  * The same, with one turn of the hand at most: what was used since it
- * last passed stays this time. The owner's steady trim: an operation
- * that waits for pages one after another asks za_map_need() again after
- * each, which marks those it has, so that they stay until it runs
- * (za_map_shrink() could take them on its second turn, and such an
- * operation would never see all its pages in at once).
+ * last passed stays this time. The owner's steady trim (za_map_shrink()
+ * could take on its second turn what an operation asked for a moment
+ * ago).
  */
-size_t za_map_sweep(struct za_map *m, size_t target_bytes);
+size_t za_map_sweep(struct za_map *m, size_t target_bytes, uint64_t keep_from);
+/* The sweep's current turn: a count of za_map_shrink/sweep() calls. */
+uint64_t za_map_turn(const struct za_map *m);
 
 #endif /* ZA_MAP_H */

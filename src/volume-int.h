@@ -351,8 +351,9 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 /*
  * Let clean pages leave memory down to the limit, where nothing forbids
  * it now (GC active, a whole walk waiting). @all: two turns of the clock
- * (a checkpoint made its pages durable; recovery), else one, so that the
- * pages a request waiting for more has in stay (za_map_sweep()).
+ * (a checkpoint made its pages durable; recovery), else one. Either way
+ * the pages used since the oldest waiter began waiting stay, so that it
+ * gets all it needs at once (za_map_sweep(), seed 7010).
  */
 void vol_map_trim(struct za_volume *v, bool all);
 /*

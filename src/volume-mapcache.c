@@ -165,17 +165,25 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 
 	/* Without the cache biting (every node in memory) nothing to ask:
 	 * O(1) instead of a walk of the leaves per request. */
-	if (za_map_whole(v->map))
+	if (za_map_whole(v->map)) {
+		w->since = 0;
 		return 0;
+	}
 	pg = za_map_need(v->map, lba, n, seams);
-	if (!pg)
+	if (!pg) {
+		w->since = 0;
 		return 0;
+	}
 	v->st.map_page_waits++;
+	/* Its wait began now, and goes on across the pages it needs. */
+	if (!w->since)
+		w->since = za_map_turn(v->map) + 1;
 	m = mread_find(v, pg);
 	if (!m) {
 		m = calloc(1, sizeof(*m));
 		if (!m || posix_memalign((void **)&m->blk, 4096, 4096)) {
 			free(m);
+			w->since = 0;
 			return -ENOMEM;
 		}
 		m->v = v;
@@ -203,13 +211,32 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 	return 1;
 }
 
+/*
+ * The turn the oldest operation waiting for pages began waiting in
+ * (UINT64_MAX: none waits). Every waiter is on the list of the page it
+ * waits for: a few reads in flight, a few waiters each.
+ */
+static uint64_t oldest_wait(const struct za_volume *v)
+{
+	uint64_t turn = UINT64_MAX;
+	const struct mread *m;
+	const struct za_vol_mwait *w;
+
+	for (m = v->mc.reads; m; m = m->next)
+		for (w = m->waiters; w; w = w->next)
+			if (w->since && w->since - 1 < turn)
+				turn = w->since - 1;
+	return turn;
+}
+
 void vol_map_trim(struct za_volume *v, bool all)
 {
 	if (!v->mc.limit_bytes || v->gc.active || v->mc.whole || v->mc.hold ||
 	    !vol_ckpt_pages_ok(v))
 		return;
 	if (za_map_bytes(v->map) > v->mc.limit_bytes)
-		(all ? za_map_shrink : za_map_sweep)(v->map, v->mc.limit_bytes);
+		(all ? za_map_shrink : za_map_sweep)(v->map, v->mc.limit_bytes,
+						     oldest_wait(v));
 	/*
 	 * Leaves (2.6 KiB) and stubs (56 B) come and go interleaved: what
 	 * they free stays in malloc's heap, resident, and the process grew

@@ -420,6 +420,7 @@ void vol_req_init(struct za_volume *v, struct za_vol_req *r)
 	r->op = 0;
 	r->payload = NULL;
 	r->own_buf = NULL;
+	r->mw.since = 0;
 }
 
 /* ---- flush ---- */

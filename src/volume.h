@@ -91,6 +91,10 @@ struct za_volume_params {
 struct za_vol_mwait {
 	struct za_vol_mwait *next;
 	void (*fn)(struct za_vol_mwait *w, int err);
+	/* 1 + the map sweep's turn when it began waiting (its pages stay
+	 * meanwhile, vol_map_trim()); 0 when not waiting. Zero it before
+	 * the first use; the volume keeps it after. */
+	uint64_t since;
 };
 
 /* One request. done() runs once, possibly inside the call that started it. */
