@@ -654,6 +654,38 @@ static void pass_begin(struct za_rebuild *rb)
 	za_volume_flush(rb->p.vol, &rb->flush);
 }
 
+static int mark_dead_by_counts(struct za_rebuild *rb)
+{
+	struct za_engine_degraded *d;
+	unsigned marked = 0;
+	size_t n, got, i;
+
+	n = za_engine_degraded(rb->p.eng, NULL, 0);
+	if (!n)
+		return 0;
+	d = calloc(n, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	got = za_engine_degraded(rb->p.eng, d, n);
+	if (got < n)
+		n = got;
+	for (i = 0; i < n; i++) {
+		uint64_t cols = d[i].lost_cols & d[i].todo;
+
+		if (!cols || d[i].busy ||
+		    za_volume_group_live(rb->p.vol, d[i].group_id))
+			continue;
+		za_engine_seg_mark_dead(rb->p.eng, d[i].seg_id, cols);
+		marked += (unsigned)__builtin_popcountll(cols);
+	}
+	free(d);
+	if (marked)
+		za_log_info("rebuild: %u lost columns of segments whose groups "
+			    "hold nothing live left alone",
+			    marked);
+	return 0;
+}
+
 int za_rebuild_mark_dead_now(struct za_rebuild *rb)
 {
 	unsigned marked = 0;
@@ -662,9 +694,15 @@ int za_rebuild_mark_dead_now(struct za_rebuild *rb)
 
 	if (rb->in_pass || !rb->p.vol)
 		return 0;
-	/* With map pages out of memory (the cache), left to the pass. */
+	/*
+	 * With map pages out of memory (the cache), by the groups' live
+	 * counts: a degraded segment whose group holds nothing live is
+	 * dead whole. Left to the pass, such a segment that lost more than
+	 * p columns to a power cut (its stripes never flushed) had the
+	 * array say "failed" until the pass came (fault loop, seed 7010).
+	 */
 	if (!za_volume_map_whole(rb->p.vol))
-		return 0;
+		return mark_dead_by_counts(rb);
 	ret = list_live(rb);
 	if (ret)
 		return ret;

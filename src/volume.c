@@ -1345,6 +1345,13 @@ int za_volume_walk_live(struct za_volume *v,
 	return za_map_walk(v->map, 0, v->size_blocks, live_walk_one, &lw);
 }
 
+uint64_t za_volume_group_live(struct za_volume *v, uint64_t group)
+{
+	struct live *l = vol_live_get(v, group, false);
+
+	return l ? l->blocks + l->pages : 0;
+}
+
 /* ---- growing ---- */
 
 /*

@@ -224,6 +224,13 @@ int za_volume_walk_live(struct za_volume *v,
 				  uint64_t n),
 			void *priv);
 /*
+ * Blocks group @group holds that the map or its tree names (data and
+ * journal blocks, map pages): its live count, kept as the map changes
+ * and checked by recovery against the map (version 4 counts). Without
+ * the whole map in memory, what tells a group with nothing live.
+ */
+uint64_t za_volume_group_live(struct za_volume *v, uint64_t group);
+/*
  * The walk above needs the whole map in memory: 0 when it is, or 1 when
  * pages were out of memory and are being read: @w->fn() is called when
  * one is in (ask again; with the cache's limit lifted until the walk, a
