@@ -733,6 +733,10 @@ static bool can_write(const struct za_volume *v)
 /* What a held-back request is (za_vol_req.op). */
 enum { OP_WRITE = 0, OP_TRIM = 1, OP_ZEROES = 2 };
 
+/*
+ * Hold @r back until vol_resume_stalled(). The caller must not touch @r
+ * after: a checkpoint started here may let it in at once.
+ */
 static void stall(struct za_volume *v, struct za_vol_req *r)
 {
 	v->st.writes_stalled++;
@@ -742,6 +746,16 @@ static void stall(struct za_volume *v, struct za_vol_req *r)
 	else
 		v->stalled_head = r;
 	v->stalled_tail = r;
+	/*
+	 * Held for a checkpoint that is due (vol_map_full()): it must be
+	 * under way. A write that waited for a map page came back here
+	 * without asking write_admitted(), and with nothing else in flight
+	 * (the writes before it buffered in a stripe not yet full) nothing
+	 * started it: zarrayd idle, the write never answered (seed 7010,
+	 * test_map_cache_write_held).
+	 */
+	if (vol_map_full(v))
+		vol_ckpt_kick(v);
 }
 
 static void unmap_now(struct za_volume *v, struct za_vol_req *r);

@@ -1972,6 +1972,85 @@ START_TEST(test_map_cache)
 END_TEST
 
 /*
+ * A write that waited for a map page and finds, when the page is in,
+ * that dirty pages fill the cache while a checkpoint is due, is held
+ * back for that checkpoint (vol_map_full()); it must start it. It only
+ * queued itself, and with nothing else in flight - the writes let in
+ * before it buffered in a stripe not yet full, their client waiting for
+ * this one - nothing ever did (fault loop, seed 7010: zarrayd idle, a
+ * write never answered). Here: 2 MiB written into one leaf (a
+ * checkpoint due by the data, not yet by the dirty pages), then writes
+ * into eight leaves out of memory at once, each dirtying one more as
+ * its page comes in.
+ */
+struct mc_write {
+	struct za_vol_req r;
+	bool done;
+	int result;
+};
+
+static void mc_write_done(struct za_vol_req *r, int result)
+{
+	struct mc_write *m = container_of(r, struct mc_write, r);
+
+	m->done = true;
+	m->result = result;
+}
+
+START_TEST(test_map_cache_write_held)
+{
+	struct mc_write w[8] = { 0 };
+	struct za_volume_stats st;
+	uint8_t *buf[8];
+	uint64_t a, ckpts;
+	struct tvol t;
+	unsigned i, left;
+
+	rng = 3500;
+	tvol_init(&t, 4, 2, 0, VOL_BLOCKS);
+	t.ckpt_interval = 0; /* the default: checkpoints by themselves */
+	t.map_cache = 12 << 10; /* four leaves or so */
+	tvol_create(&t);
+	write_rand(&t, 0, 64, false);
+	for (a = 600; a < VOL_BLOCKS; a += 2)
+		write_rand(&t, a, 1, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	ck_assert_int_eq(za_volume_checkpoint_sync(t.v), 0);
+	for (a = 0; a < 512; a += 64)
+		write_rand(&t, a, 64, false);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	za_volume_get_stats(t.v, &st);
+	ckpts = st.checkpoints;
+	for (i = 0; i < 8; i++) {
+		uint64_t lba = 701 + 160 * i;
+
+		buf[i] = ablk(1);
+		for (a = 0; a < 4096 / 8; a++)
+			((uint64_t *)buf[i])[a] = rnd();
+		memcpy(t.model + lba * 4096, buf[i], 4096);
+		w[i].r.done = mc_write_done;
+		za_volume_write(t.v, &w[i].r, lba * 4096, 4096, buf[i], false);
+	}
+	do {
+		za_io_run_once(t.io);
+		for (left = 0, i = 0; i < 8; i++)
+			left += !w[i].done;
+	} while (left);
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(w[i].result, 0);
+		free(buf[i]);
+	}
+	za_volume_get_stats(t.v, &st);
+	/* Held, and let go by the checkpoint they started. */
+	ck_assert_uint_gt(st.writes_stalled, 0);
+	ck_assert_uint_gt(st.checkpoints, ckpts);
+	ck_assert_int_eq(za_volume_flush_sync(t.v), 0);
+	check_range(&t, 0, VOL_BLOCKS);
+	tvol_free(&t);
+}
+END_TEST
+
+/*
  * GC under the map cache: a volume near full, overwritten at random with
  * a cache of one byte, so that GC's victims' live blocks are found in
  * leaves read back from the drives (and stay until the victim is
@@ -3340,6 +3419,7 @@ int main(void)
 	tc = tcase_create("map-cache");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_map_cache);
+	tcase_add_test(tc, test_map_cache_write_held);
 	tcase_add_test(tc, test_map_cache_gc);
 	/* Cleaning the checkpoint stream with leaves out of memory. */
 	tcase_add_loop_test(tc, test_checkpoint_incremental, 1, 2);
