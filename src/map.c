@@ -1208,6 +1208,70 @@ int za_map_load_dir(struct za_map *m, uint64_t group, uint64_t pos,
 	return 0;
 }
 
+int za_map_load_dir_out(struct za_map *m, uint64_t lo, uint64_t hi,
+			uint64_t group, uint64_t pos, struct za_map_page **pg)
+{
+	uint64_t end = m->load_last ? leaf_end(m->load_last) : 0;
+	struct dnode *dn;
+	struct leaf *sent;
+	int ret;
+
+	if (m->load_dn ? !m->load_dn->nr : m->head != NULL)
+		return -EBADMSG; /* an empty node, or a map not empty */
+	if (lo >= hi || lo < end)
+		return -EBADMSG;
+	ret = reserve(m);
+	if (ret)
+		return ret;
+	dn = calloc(1, sizeof(*dn));
+	sent = calloc(1, STUB_BYTES);
+	if (dn)
+		dn->pg = load_page(dn, true, group, pos);
+	if (!dn || !sent || !dn->pg) {
+		if (dn)
+			free(dn->pg);
+		free(dn);
+		free(sent);
+		return -ENOMEM;
+	}
+	/* As dn_evict() leaves a node: one stub standing for its range. */
+	sent->key = lo;
+	sent->end = hi;
+	sent->state = LEAF_DIR_OUT;
+	sent->dn = dn;
+	sent->prev = m->load_last;
+	if (sent->prev)
+		sent->prev->next = sent;
+	else
+		m->head = sent;
+	tree_insert(m, sent); /* at the end: keys increase */
+	dn->first = sent;
+	dn->nr = 1;
+	dn->out = true;
+	dn_link(m, m->load_dn, dn);
+	m->nr_dnodes++;
+	m->nr_dir_out++;
+	m->load_dn = dn;
+	m->load_last = sent;
+	*pg = dn->pg;
+	return 0;
+}
+
+size_t za_map_bytes_whole(uint64_t nr_extents)
+{
+	/* Leaves at least half full (split in halves, merged when low). */
+	uint64_t leaves = nr_extents / (LEAF_CAP / 2) + 1;
+
+	return (size_t)(leaves * (LEAF_BYTES + sizeof(struct za_map_page) +
+				  sizeof(struct ient))) +
+	       sizeof(struct za_map);
+}
+
+void za_map_load_extents(struct za_map *m, uint64_t nr_extents)
+{
+	m->nr = nr_extents;
+}
+
 int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 		     const struct za_map_ext *e, uint32_t n,
 		     struct za_map_page **pg)
@@ -1218,7 +1282,7 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 	uint32_t i;
 	int ret;
 
-	if (!dn || dn->nr >= ZA_MAP_DIR_CAP || !n || n > LEAF_CAP)
+	if (!dn || dn->out || dn->nr >= ZA_MAP_DIR_CAP || !n || n > LEAF_CAP)
 		return -EBADMSG;
 	for (i = 0; i < n; i++) {
 		if (e[i].lba < end || !e[i].len ||

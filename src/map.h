@@ -188,6 +188,21 @@ int za_map_load_leaf(struct za_map *m, uint64_t group, uint64_t pos,
 		     const struct za_map_ext *e, uint32_t n,
 		     struct za_map_page **pg);
 int za_map_load_end(struct za_map *m);
+/*
+ * Loading the root only (the map cache, design.md 9.8): the directory
+ * node whose page at (@group, @pos) maps [@lo, @hi) stays on the drives,
+ * one stub standing for it, as if it had left memory; za_map_need()
+ * names its page when an operation needs it. Same rules as
+ * za_map_load_dir() (in LBA order, a leaf may not follow it). 0,
+ * -EBADMSG or -ENOMEM. za_map_load_extents() then says how many
+ * extents the whole map holds (the checkpoint's count): za_map_extents()
+ * counts those out of memory too.
+ */
+int za_map_load_dir_out(struct za_map *m, uint64_t lo, uint64_t hi,
+			uint64_t group, uint64_t pos, struct za_map_page **pg);
+void za_map_load_extents(struct za_map *m, uint64_t nr_extents);
+/* At most what a whole map of @nr_extents extents holds in memory. */
+size_t za_map_bytes_whole(uint64_t nr_extents);
 /* Bytes of memory the map holds (nodes and the map itself). */
 size_t za_map_bytes(const struct za_map *m);
 /* Of them, what cannot leave memory now: the dirty nodes (until a

@@ -1532,6 +1532,10 @@ struct rec_vol {
 	struct za_ckpt_rec *counts;
 	uint64_t nr_counts, cap_counts;
 	bool counted;
+	/* Loaded its root only (the map cache, design.md 9.8): directory
+	 * pages stay on the drives until the replay or a request needs
+	 * them; the counts are the checkpoint's, not the map walked. */
+	bool lazy;
 };
 
 /* A count record of the checkpoint being loaded. 0 or -ENOMEM. */
@@ -1588,7 +1592,10 @@ static int rec_apply_unmap(struct rec_vol *rv,
 	rv->unmaps++;
 	for (i = 0; i < nr && !ret; i++) {
 		vol_live_add_unmap(v, rs->group_id, r[i].lba, r[i].n);
-		ret = za_map_clear(v->map, r[i].lba, r[i].n, vol_on_dead, v);
+		ret = vol_map_fault_sync(v, r[i].lba, r[i].n, true);
+		if (!ret)
+			ret = za_map_clear(v->map, r[i].lba, r[i].n,
+					   vol_on_dead, v);
 	}
 	return ret;
 }
@@ -1635,6 +1642,9 @@ static int rec_apply(void *priv, const struct za_recovered_stripe *rs)
 		       rs->lbas[e] < v->size_blocks)
 			e++;
 		loc.pos = rs->group_pos * l->data_blocks + b;
+		ret = vol_map_fault_sync(v, lba, e - b, true);
+		if (ret)
+			return ret;
 		ret = za_map_set(v->map, lba, e - b, &loc, vol_on_dead, v);
 		if (ret)
 			return ret;
@@ -1812,6 +1822,7 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 	rv->nr_own = 0;
 	rv->nr_counts = 0;
 	rv->counted = false;
+	rv->lazy = false;
 	lrecs = drecs + ZA_MPAGE_MAX_RECS;
 	za_ckpt_reader_init(&rd);
 	for (part = 0; part < c->nr_parts && !ret; part++) {
@@ -1822,6 +1833,18 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 						   &h, recs);
 		if (!ret)
 			ret = za_ckpt_reader_add(&rd, &h, recs);
+		/*
+		 * A map that would not fit the cache's limit, from a
+		 * checkpoint that counts its groups (version 4), is loaded
+		 * by its root only: what the replay needs is read then, the
+		 * rest when requests need it. Assembly's memory and reads
+		 * are the root's, not the map's. One that fits is loaded
+		 * whole, and its counts checked against it.
+		 */
+		if (!ret && !part)
+			rv->lazy = v->mc.limit_bytes && h.version >= 4 &&
+				   za_map_bytes_whole(h.nr_map_extents) >
+					   v->mc.limit_bytes;
 		/* A bigger volume than ours: not ours to load. */
 		if (!ret && (h.id != c->id || h.size_blocks > v->size_blocks))
 			ret = -EBADMSG;
@@ -1837,6 +1860,17 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 			}
 			if (recs[i].type == ZA_CKPT_REC_COUNT) {
 				ret = rec_count_keep(rv, &recs[i]);
+				continue;
+			}
+			if (recs[i].type == ZA_CKPT_REC_PAGE && rv->lazy) {
+				struct za_map_page *pg;
+
+				ret = za_map_load_dir_out(
+					v->map, recs[i].lba,
+					recs[i].lba + recs[i].nr_blocks,
+					recs[i].group, recs[i].pos, &pg);
+				if (!ret)
+					page_count(v, pg, 1);
 				continue;
 			}
 			if (recs[i].type == ZA_CKPT_REC_PAGE) {
@@ -1858,9 +1892,11 @@ static int ckpt_load(struct rec_vol *rv, const struct ck_cand *c,
 	/* Versions 3 and 4: the pages hold every extent the checkpoint
 	 * counted. */
 	if (!ret && rd.first.version >= 3 &&
-	    (extents != rd.first.nr_map_extents ||
+	    ((!rv->lazy && extents != rd.first.nr_map_extents) ||
 	     (rd.first.map_levels && rd.first.map_levels != 2)))
 		ret = -EBADMSG;
+	if (!ret && rv->lazy)
+		za_map_load_extents(v->map, rd.first.nr_map_extents);
 	if (!ret && rd.first.version >= 4)
 		ret = rec_counts_apply(rv);
 	free(drecs);
@@ -2127,9 +2163,13 @@ static void rec_anchor_check(struct rec_vol *rv, const struct za_anchor *an,
 		for (j = 0; j < found.nr_segs; j++)
 			if (found.segs[j].seg_id == an->segs[i].seg_id)
 				break;
+		/* Without its pages (rec_vol.lazy), the first stripe found
+		 * may be after the first it wrote. */
 		if (j == found.nr_segs ||
 		    found.segs[j].group_id != an->segs[i].group_id ||
-		    found.segs[j].first_stripe != an->segs[i].first_stripe)
+		    (found.segs[j].first_stripe != an->segs[i].first_stripe &&
+		     !(rv->lazy &&
+		       found.segs[j].first_stripe > an->segs[i].first_stripe)))
 			break;
 		/* A column moved since (a rebuild) leaves a stale place:
 		 * its copy is read elsewhere; said, not counted. */
@@ -2139,6 +2179,31 @@ static void rec_anchor_check(struct rec_vol *rv, const struct za_anchor *an,
 			stale += an->segs[i].members[j] != si.members[j] ||
 				 (si.members[j] != ZA_STRIPE_MEMBER_ABSENT &&
 				  an->segs[i].zones[j] != si.zones[j]);
+	}
+	/*
+	 * Loaded by its root only (rec_vol.lazy), its pages were not read:
+	 * the segments its parts and table are in must be anchored, and
+	 * the anchor may name more (those of its pages).
+	 */
+	if (rv->lazy && found.nr_segs && found.nr_segs < an->nr_segs) {
+		for (j = 0; j < found.nr_segs; j++) {
+			for (i = 0; i < an->nr_segs; i++)
+				if (found.segs[j].seg_id ==
+					    an->segs[i].seg_id &&
+				    found.segs[j].group_id ==
+					    an->segs[i].group_id)
+					break;
+			if (i == an->nr_segs)
+				break;
+		}
+		if (j == found.nr_segs) {
+			za_log_info("recovery: checkpoint %llu: its parts are "
+				    "where its anchor says (its pages not "
+				    "read: the root only was loaded)",
+				    (unsigned long long)got->id);
+			return;
+		}
+		i = 0;
 	}
 	if (found.nr_segs != an->nr_segs || i < an->nr_segs) {
 		za_log_warn("recovery: checkpoint %llu is not where its "
@@ -2578,13 +2643,36 @@ static void rec_counts_check(struct za_volume *v)
 	}
 }
 
-static int rec_finish(struct za_volume *v, bool counted)
+/*
+ * The root only was loaded (rec_vol.lazy): a group's live blocks are
+ * what the checkpoint counted plus what the replay added and took; a
+ * checkpoint-stream group's pages, what it counted (its directory pages
+ * were counted as loaded, its leaves are not in memory to count).
+ */
+static void rec_count_lazy(struct za_volume *v, struct live *l)
+{
+	if (l->kind != LK_CKPT) {
+		int64_t b = (l->rec_listed ? (int64_t)l->rec_count : 0) +
+			    l->rec_delta;
+
+		l->blocks = b > 0 ? (uint64_t)b : 0;
+		vol_live_index(v, l);
+	} else if (l->rec_listed && l->rec_count != l->pages) {
+		int64_t d = (int64_t)l->rec_count - (int64_t)l->pages;
+
+		l->pages = l->rec_count;
+		v->ck.pages_live += (uint64_t)d;
+		vol_live_add(v, l, d);
+	}
+}
+
+static int rec_finish(struct za_volume *v, bool counted, bool lazy)
 {
 	struct rec_count rc = { .v = v };
 	uint64_t *ids;
 	unsigned n, i;
 	size_t h;
-	int ret;
+	int ret = 0;
 
 	for (h = 0; h < v->lt.size; h++) {
 		struct live **lp = &v->lt.h[h], *l;
@@ -2594,14 +2682,18 @@ static int rec_finish(struct za_volume *v, bool counted)
 				vol_live_drop(v, lp);
 				continue;
 			}
-			if (l->kind != LK_CKPT) {
+			if (lazy) {
+				rec_count_lazy(v, l);
+			} else if (l->kind != LK_CKPT) {
 				l->blocks = 0;
 				vol_live_index(v, l);
 			}
 			lp = &l->next;
 		}
 	}
-	ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent, &rc);
+	if (!lazy)
+		ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent,
+				  &rc);
 	/*
 	 * A counter for every group the drives hold, also one that nothing
 	 * maps to any more: GC's buckets list only groups with a counter,
@@ -2628,8 +2720,53 @@ static int rec_finish(struct za_volume *v, bool counted)
 			    "the drives; they will read as errors",
 			    (unsigned long long)rc.orphans);
 	v->st.recovery_counts_checked = v->st.recovery_count_mismatches = 0;
-	if (!ret && counted)
+	if (!ret && counted && !lazy)
 		rec_counts_check(v);
+	return ret;
+}
+
+int za_volume_recount(struct za_volume *v, uint64_t *checked,
+		      uint64_t *mismatches)
+{
+	struct rec_count rc = { .v = v };
+	size_t h;
+	int ret;
+
+	*checked = *mismatches = 0;
+	ret = vol_map_fault_sync(v, 0, v->size_blocks, false);
+	if (ret)
+		return ret;
+	/* What the counters say, kept aside; then the map walked. */
+	for (h = 0; h < v->lt.size; h++) {
+		struct live *l;
+
+		for (l = v->lt.h[h]; l; l = l->next) {
+			if (l->kind != LK_DATA && l->kind != LK_JOURNAL)
+				continue;
+			l->rec_count = l->blocks;
+			l->blocks = 0;
+			vol_live_index(v, l);
+		}
+	}
+	ret = za_map_walk(v->map, 0, v->size_blocks, rec_count_extent, &rc);
+	for (h = 0; h < v->lt.size; h++) {
+		const struct live *l;
+
+		for (l = v->lt.h[h]; l; l = l->next) {
+			if (l->kind != LK_DATA && l->kind != LK_JOURNAL)
+				continue;
+			(*checked)++;
+			if (l->rec_count == l->blocks)
+				continue;
+			if ((*mismatches)++ < 10)
+				za_log_warn("volume: group %llu: counted %llu "
+					    "live blocks, the map %llu",
+					    (unsigned long long)l->group,
+					    (unsigned long long)l->rec_count,
+					    (unsigned long long)l->blocks);
+		}
+	}
+	vol_map_trim(v, true);
 	return ret;
 }
 
@@ -2655,7 +2792,7 @@ int za_volume_recover(struct za_volume *v)
 	v->st.recovery_hdr_reads = es.rec_hdr_reads;
 	v->st.recovery_table_segs = es.rec_table_segs;
 	if (!ret)
-		ret = rec_finish(v, rv.counted);
+		ret = rec_finish(v, rv.counted, rv.lazy);
 	free(rv.counts);
 	/*
 	 * Recomputed before any write is admitted: otherwise writes take the
@@ -2666,18 +2803,22 @@ int za_volume_recover(struct za_volume *v)
 	v->st.recovered_stripes = rv.stripes + rv.unmaps;
 	/* Replayed stripes are not in the live checkpoint (if any). */
 	v->ck.gen = v->st.recovered_stripes ? 1 : 0;
-	/* Loaded whole: what the live checkpoint holds may leave memory. */
+	/* Loaded whole, or pages read for the replay: what the live
+	 * checkpoint holds may leave memory. */
 	if (!ret)
 		vol_map_trim(v, true);
+	v->st.recovery_map_pages = v->st.map_pages_read;
 	if (!ret)
 		za_log_info(
 			"volume: recovered %llu stripes and %llu unmap "
 			"records after sequence %llu in %llu ms; %llu extents "
-			"mapped",
+			"mapped%s (%llu map pages read)",
 			(unsigned long long)rv.stripes,
 			(unsigned long long)rv.unmaps,
 			(unsigned long long)v->ck.live_seq,
 			(unsigned long long)((za_io_now_ns() - t0) / 1000000),
-			(unsigned long long)za_map_extents(v->map));
+			(unsigned long long)za_map_extents(v->map),
+			rv.lazy ? ", the checkpoint's root loaded" : "",
+			(unsigned long long)v->st.recovery_map_pages);
 	return ret;
 }

@@ -349,6 +349,13 @@ void vol_gc_idle_set(struct za_volume *v, bool on);
 int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 		  struct za_vol_mwait *w);
 /*
+ * The same, reading the pages at once (za_engine_read_sync()): recovery's
+ * replay, which loaded the root only. 0, -EIO (a page unreadable or not
+ * as its parent says: logged, counted) or -ENOMEM.
+ */
+int vol_map_fault_sync(struct za_volume *v, uint64_t lba, uint64_t n,
+		       bool seams);
+/*
  * Let clean pages leave memory down to the limit, where nothing forbids
  * it now (GC active, a whole walk waiting). @all: two turns of the clock
  * (a checkpoint made its pages durable; recovery), else one. Either way

@@ -13,8 +13,9 @@
  * checks the rest. Whoever waited asks again: an operation on several
  * leaves may need several pages, one after another. One read per page
  * however many wait for it. It does not decide when a checkpoint writes
- * pages (volume-checkpoint.c), and does not read pages at recovery, which
- * still loads the map whole (design.md 9.8, not done yet).
+ * pages (volume-checkpoint.c). Recovery, which loads a checkpoint's root
+ * only when a limit is set, reads what its replay needs through
+ * vol_map_fault_sync() (design.md 9.8).
  *
  * When may pages leave (vol_map_trim())? Not while GC has a victim: it
  * found the victim's live blocks in leaves that must still be there when
@@ -57,8 +58,9 @@ static struct mread *mread_find(struct za_volume *v,
 	return NULL;
 }
 
-/* Check page @blk as what @m's parent names, and fill the map with it. */
-static int mread_fill(struct za_volume *v, struct mread *m)
+/* Check page @blk as what @pg's parent names, and fill the map with it. */
+static int page_fill(struct za_volume *v, struct za_map_page *pg, bool dir,
+		     const uint8_t *blk)
 {
 	struct za_ckpt_rec *recs;
 	struct za_mpage_hdr h;
@@ -68,12 +70,12 @@ static int mread_fill(struct za_volume *v, struct mread *m)
 	recs = malloc(ZA_MPAGE_MAX_RECS * sizeof(*recs));
 	if (!recs)
 		return -ENOMEM;
-	ret = za_mpage_decode(m->blk, ZA_MPAGE_BYTES, &h, recs);
+	ret = za_mpage_decode(blk, ZA_MPAGE_BYTES, &h, recs);
 	/* Written by a checkpoint that is live, or an older one: only
 	 * durable pages leave memory. */
-	if (!ret && (h.level != (m->dir ? 1 : 0) || h.ckpt_id > v->ck.live_id))
+	if (!ret && (h.level != (dir ? 1 : 0) || h.ckpt_id > v->ck.live_id))
 		ret = -EBADMSG;
-	if (!ret && m->dir) {
+	if (!ret && dir) {
 		struct za_map_ref *c = malloc(h.nr_recs * sizeof(*c));
 
 		if (!c) {
@@ -88,7 +90,7 @@ static int mread_fill(struct za_volume *v, struct mread *m)
 				.pos = recs[i].pos,
 			};
 		/* Every page of the tree is counted live in its group. */
-		ret = za_map_fill_dir(v->map, m->pg, c, h.nr_recs, true);
+		ret = za_map_fill_dir(v->map, pg, c, h.nr_recs, true);
 		free(c);
 	} else if (!ret) {
 		struct za_map_ext e[ZA_MAP_LEAF_CAP];
@@ -111,7 +113,7 @@ static int mread_fill(struct za_volume *v, struct mread *m)
 			};
 		}
 		if (!ret)
-			ret = za_map_fill_leaf(v->map, m->pg, e, h.nr_recs);
+			ret = za_map_fill_leaf(v->map, pg, e, h.nr_recs);
 	}
 	free(recs);
 	return ret == -EALREADY ? 0 : ret;
@@ -129,7 +131,7 @@ static void mread_done(struct za_read *er, int result)
 	*pp = m->next;
 	v->mc.nr_reads--;
 	if (!ret)
-		ret = mread_fill(v, m);
+		ret = page_fill(v, m->pg, m->dir, m->blk);
 	za_map_pin(v->map, m->pg, false);
 	if (ret) {
 		/* -ENOMEM may pass; anything else is this page's for good
@@ -227,6 +229,40 @@ static uint64_t oldest_wait(const struct za_volume *v)
 			if (w->since && w->since - 1 < turn)
 				turn = w->since - 1;
 	return turn;
+}
+
+int vol_map_fault_sync(struct za_volume *v, uint64_t lba, uint64_t n,
+		       bool seams)
+{
+	struct za_map_page *pg;
+	uint8_t *blk = NULL;
+	int ret = 0;
+
+	while (!za_map_whole(v->map) &&
+	       (pg = za_map_need(v->map, lba, n, seams))) {
+		uint64_t group = pg->group, pos = pg->pos;
+		bool dir = pg->dir;
+
+		if (!blk && posix_memalign((void **)&blk, 4096, 4096))
+			return -ENOMEM;
+		ret = za_engine_read_sync(v->eng, group, pos, 1, blk, NULL);
+		if (!ret)
+			ret = page_fill(v, pg, dir, blk);
+		if (ret) {
+			v->st.map_page_errors++;
+			za_log_err("volume: map %s page at group %llu position "
+				   "%llu not usable: %s",
+				   dir ? "directory" : "leaf",
+				   (unsigned long long)group,
+				   (unsigned long long)pos, strerror(-ret));
+			if (ret != -ENOMEM)
+				ret = -EIO;
+			break;
+		}
+		v->st.map_pages_read++;
+	}
+	free(blk);
+	return ret;
 }
 
 void vol_map_trim(struct za_volume *v, bool all)

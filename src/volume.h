@@ -231,6 +231,16 @@ int za_volume_walk_live(struct za_volume *v,
  */
 uint64_t za_volume_group_live(struct za_volume *v, uint64_t group);
 /*
+ * Tests and tools: read the whole map in (at once, reading pages
+ * synchronously), count every group's live blocks from it, and compare
+ * with the counters kept (after a recovery that loaded the root only,
+ * the checkpoint's counts plus the replay's changes). *@checked groups,
+ * *@mismatches of them differ (each logged; the map's count stays). 0 or
+ * -errno. Not on a daemon's loop: it blocks.
+ */
+int za_volume_recount(struct za_volume *v, uint64_t *checked,
+		      uint64_t *mismatches);
+/*
  * The walk above needs the whole map in memory: 0 when it is, or 1 when
  * pages were out of memory and are being read: @w->fn() is called when
  * one is in (ask again; with the cache's limit lifted until the walk, a
@@ -312,11 +322,17 @@ struct za_volume_stats {
 	 */
 	bool recovery_table;
 	uint64_t recovery_zones, recovery_hdr_reads, recovery_table_segs;
+	/* Map pages the last recovery read: its replay's, when it loaded
+	 * the checkpoint's root only (the map cache); else 0 (it read the
+	 * whole map with the checkpoint). */
+	uint64_t recovery_map_pages;
 	/*
 	 * The last recovery, from a checkpoint of version 4: the groups
 	 * whose count it holds (live blocks; pages in the checkpoint
 	 * stream) were compared, after the replay, with what loading the
 	 * whole map and replaying gave, and so many differed (each logged).
+	 * Both 0 when it loaded the root only (the map cache): the counts
+	 * are then taken as kept (za_volume_recount() checks them).
 	 */
 	uint64_t recovery_counts_checked, recovery_count_mismatches;
 };

@@ -13,7 +13,8 @@
 #    > 0) and none unreadable (page_errors = 0);
 #  - 500 of them written again and a SIGKILL: after the restart (the
 #    replay on top of the paged checkpoint) every block reads back as
-#    last written.
+#    last written; recovery loaded the checkpoint's root only (its log
+#    says so) and read only the pages its replay needed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/daemon-lib.sh"
 need qemu-io
@@ -95,6 +96,11 @@ qio_script write2.cmds
 stop_daemon KILL
 start_daemon --map-cache 64K
 expect 'd["volume"]["recovered_stripes"] > 0' True "after SIGKILL"
+rec=$(grep "volume: recovered" "$DLOG" | tail -1)
+case $rec in
+*"the checkpoint's root loaded"*) ;;
+*) fail "recovery did not load the root only: $rec" ;;
+esac
 qio_script read2.cmds
 expect 'd["volume"]["map"]["page_errors"]' 0 "after the crash"
 expect 'd["volume"]["recovery"]["count_mismatches"]' 0 "after the crash"
