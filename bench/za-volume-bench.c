@@ -21,6 +21,10 @@
  *
  * --kill EXTENTS instead measures S5, recovery after kill -9 against a
  * clean restart, with a map of EXTENTS extents (bench_kill()).
+ *
+ * --map-cache BYTES gives every volume opened or recovered that map
+ * cache limit (za_volume_params.map_cache_bytes; default 0, none): a
+ * map larger than it is recovered by its checkpoint's root only.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,6 +57,7 @@ struct bench {
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 /* The volume's checkpoint interval (0: its default). */
 static uint64_t open_ckpt_interval;
+static uint64_t map_cache_bytes; /* --map-cache */
 
 static uint64_t rnd(void)
 {
@@ -118,6 +123,7 @@ static int bench_open(struct bench *b, const char *dir, uint64_t drive_bytes,
 	vp.eng = b->e;
 	vp.size_bytes = za_volume_default_size(b->e);
 	vp.ckpt_interval_bytes = open_ckpt_interval;
+	vp.map_cache_bytes = map_cache_bytes;
 	b->prm = prm;
 	b->states = states;
 	if (!vp.size_bytes)
@@ -162,6 +168,7 @@ static uint64_t bench_recover_once(struct bench *b,
 	vp.eng = b->e;
 	vp.size_bytes = size;
 	vp.ckpt_interval_bytes = ckpt_interval_bytes;
+	vp.map_cache_bytes = map_cache_bytes;
 	if (za_volume_new(b->io, &vp, &b->v))
 		return 0;
 	last_recover_cpu_ns = cpu_ns();
@@ -490,6 +497,7 @@ int main(int argc, char **argv)
 		{ "checkpoints", required_argument, NULL, 'C' },
 		{ "dirty", required_argument, NULL, 'y' },
 		{ "kill", required_argument, NULL, 'K' },
+		{ "map-cache", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -546,13 +554,17 @@ int main(int argc, char **argv)
 			kill_ext = strtoull(optarg, NULL, 10);
 			open_ckpt_interval = UINT64_MAX;
 			break;
+		case 'M':
+			map_cache_bytes = strtoull(optarg, NULL, 10);
+			break;
 		case 'h':
 			printf("usage: za-volume-bench [--drives N] [-k K] [-p P] "
 			       "[--drive-mib M] [--zone-mib M] [--dir DIR]\n"
 			       "         [--sync-ops N] [--overwrite X] "
 			       "[--recovery GIB]\n"
 			       "         [--checkpoints MAX_EXTENTS [--dirty "
-			       "BLOCKS]] [--kill EXTENTS]\n");
+			       "BLOCKS]] [--kill EXTENTS]\n"
+			       "         [--map-cache BYTES]\n");
 			return 0;
 		default:
 			return 2;
