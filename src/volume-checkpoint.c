@@ -1764,7 +1764,7 @@ static int ckpt_load_dir(struct rec_vol *rv, uint64_t id,
 	struct za_map_ext e[ZA_MAP_LEAF_CAP];
 	struct za_mpage_hdr dh, lh;
 	struct za_map_page *pg;
-	uint32_t i, j;
+	uint32_t i;
 	int ret;
 
 	ret = page_read(rv, id, r, 1, &dh, drecs);
@@ -1777,22 +1777,9 @@ static int ckpt_load_dir(struct rec_vol *rv, uint64_t id,
 		ret = page_read(rv, id, &drecs[i], 0, &lh, lrecs);
 		if (ret)
 			return ret;
-		if (lh.nr_recs > ZA_MAP_LEAF_CAP)
-			return -EBADMSG;
-		for (j = 0; j < lh.nr_recs; j++) {
-			if (lrecs[j].lba + lrecs[j].nr_blocks > v->size_blocks)
-				return -EBADMSG;
-			e[j] = (struct za_map_ext){
-				.lba = lrecs[j].lba,
-				.len = lrecs[j].nr_blocks,
-				.loc = { .kind = lrecs[j].type ==
-								 ZA_CKPT_REC_DATA ?
-							 ZA_MAP_DATA :
-							 ZA_MAP_JOURNAL,
-					 .group = lrecs[j].group,
-					 .pos = lrecs[j].pos },
-			};
-		}
+		ret = vol_leaf_extents(v, lrecs, lh.nr_recs, e);
+		if (ret)
+			return ret;
 		ret = za_map_load_leaf(v->map, drecs[i].group, drecs[i].pos, e,
 				       lh.nr_recs, &pg);
 		if (ret)

@@ -356,6 +356,13 @@ int vol_map_fault(struct za_volume *v, uint64_t lba, uint64_t n, bool seams,
 int vol_map_fault_sync(struct za_volume *v, uint64_t lba, uint64_t n,
 		       bool seams);
 /*
+ * A leaf page's @n records, as read (untrusted), into extents @e (at
+ * least ZA_MAP_LEAF_CAP): 0, or -EBADMSG for too many records or one
+ * beyond the volume. Recovery's whole load and the cache's fill share it.
+ */
+int vol_leaf_extents(const struct za_volume *v, const struct za_ckpt_rec *recs,
+		     uint32_t n, struct za_map_ext *e);
+/*
  * Let clean pages leave memory down to the limit, where nothing forbids
  * it now (GC active, a whole walk waiting). @all: two turns of the clock
  * (a checkpoint made its pages durable; recovery), else one. Either way

@@ -58,6 +58,31 @@ static struct mread *mread_find(struct za_volume *v,
 	return NULL;
 }
 
+int vol_leaf_extents(const struct za_volume *v, const struct za_ckpt_rec *recs,
+		     uint32_t n, struct za_map_ext *e)
+{
+	uint32_t i;
+
+	if (n > ZA_MAP_LEAF_CAP)
+		return -EBADMSG;
+	for (i = 0; i < n; i++) {
+		/* Untrusted: within the volume (the map checks the rest). */
+		if (recs[i].nr_blocks > v->size_blocks ||
+		    recs[i].lba > v->size_blocks - recs[i].nr_blocks)
+			return -EBADMSG;
+		e[i] = (struct za_map_ext){
+			.lba = recs[i].lba,
+			.len = recs[i].nr_blocks,
+			.loc = { .kind = recs[i].type == ZA_CKPT_REC_DATA ?
+						 ZA_MAP_DATA :
+						 ZA_MAP_JOURNAL,
+				 .group = recs[i].group,
+				 .pos = recs[i].pos },
+		};
+	}
+	return 0;
+}
+
 /* Check page @blk as what @pg's parent names, and fill the map with it. */
 static int page_fill(struct za_volume *v, struct za_map_page *pg, bool dir,
 		     const uint8_t *blk)
@@ -95,23 +120,7 @@ static int page_fill(struct za_volume *v, struct za_map_page *pg, bool dir,
 	} else if (!ret) {
 		struct za_map_ext e[ZA_MAP_LEAF_CAP];
 
-		if (h.nr_recs > ZA_MAP_LEAF_CAP)
-			ret = -EBADMSG;
-		for (i = 0; !ret && i < h.nr_recs; i++) {
-			if (recs[i].lba + recs[i].nr_blocks > v->size_blocks) {
-				ret = -EBADMSG;
-				break;
-			}
-			e[i] = (struct za_map_ext){
-				.lba = recs[i].lba,
-				.len = recs[i].nr_blocks,
-				.loc = { .kind = recs[i].type == ZA_CKPT_REC_DATA ?
-							 ZA_MAP_DATA :
-							 ZA_MAP_JOURNAL,
-					 .group = recs[i].group,
-					 .pos = recs[i].pos },
-			};
-		}
+		ret = vol_leaf_extents(v, recs, h.nr_recs, e);
 		if (!ret)
 			ret = za_map_fill_leaf(v->map, pg, e, h.nr_recs);
 	}
