@@ -5,8 +5,9 @@
  * the live counters and GC's usage buckets, the state of garbage
  * collection and of checkpoints, and the vol_ functions that cross
  * volume.c (buffers, flush, writes, reads, space), gc.c (live counters,
- * garbage collection) and volume-checkpoint.c (checkpoints, crash
- * recovery). It is not an interface: everything outside these files uses
+ * garbage collection), volume-checkpoint.c (checkpoints),
+ * volume-recover.c (crash recovery) and volume-mapcache.c (the map
+ * cache). It is not an interface: everything outside these files uses
  * volume.h. volume.c's opening comment tells how the pieces fit. Loop
  * thread only.
  */
@@ -391,6 +392,19 @@ bool vol_ckpt_for_cache(const struct za_volume *v);
 void vol_ckpt_free_quarantine(struct za_volume *v);
 void vol_ckpt_pump(struct za_volume *v);
 void vol_ckpt_free(struct za_volume *v);
+/* A map page counted live in its group (@d 1), or no more (-1). */
+void vol_page_count(struct za_volume *v, struct za_map_page *pg, int d);
+/*
+ * Add the segment holding stripe @stripe_idx of segment @seg_id (group
+ * @group_id) to @a's list: 0, or -E2BIG past an anchor's segments. And
+ * the segments holding the parts at @group[i], @pos[i] (@n parts) into
+ * @a (nr_segs 0 when they cannot all be placed). Checkpoints place
+ * their anchor so; recovery checks it so (volume-recover.c).
+ */
+int vol_anchor_seg_add(struct za_anchor *a, uint64_t seg_id, uint64_t group_id,
+		       uint32_t stripe_idx);
+void vol_anchor_place(const struct za_volume *v, struct za_anchor *a,
+		      const uint64_t *group, const uint64_t *pos, uint32_t n);
 void vol_gc_release_ckpt_garbage(struct za_volume *v);
 /* Free space below GC's start point, zones in quarantine counted free. */
 bool vol_gc_needed(const struct za_volume *v);
