@@ -128,6 +128,30 @@ static int page_fill(struct za_volume *v, struct za_map_page *pg, bool dir,
 	return ret == -EALREADY ? 0 : ret;
 }
 
+/*
+ * Page @pg (at @group, @pos: kept, @pg may not outlive a fill) was read
+ * into @blk with @result: fill the map with it and count it, or count
+ * and log why not. 0, -ENOMEM (may pass), or -EIO: anything else is the
+ * page's for good (the engine already tried the parity).
+ */
+static int page_done(struct za_volume *v, struct za_map_page *pg, bool dir,
+		     uint64_t group, uint64_t pos, const uint8_t *blk,
+		     int result)
+{
+	int ret = result ? result : page_fill(v, pg, dir, blk);
+
+	if (!ret) {
+		v->st.map_pages_read++;
+		return 0;
+	}
+	v->st.map_page_errors++;
+	za_log_err("volume: map %s page at group %llu position %llu not "
+		   "usable: %s",
+		   dir ? "directory" : "leaf", (unsigned long long)group,
+		   (unsigned long long)pos, strerror(-ret));
+	return ret == -ENOMEM ? -ENOMEM : -EIO;
+}
+
 static void mread_done(struct za_read *er, int result)
 {
 	struct mread *m = er->priv, **pp;
@@ -139,22 +163,8 @@ static void mread_done(struct za_read *er, int result)
 		;
 	*pp = m->next;
 	v->mc.nr_reads--;
-	if (!ret)
-		ret = page_fill(v, m->pg, m->dir, m->blk);
+	ret = page_done(v, m->pg, m->dir, m->group, m->pos, m->blk, ret);
 	za_map_pin(v->map, m->pg, false);
-	if (ret) {
-		/* -ENOMEM may pass; anything else is this page's for good
-		 * (the engine already tried the parity). */
-		v->st.map_page_errors++;
-		za_log_err("volume: map %s page at group %llu position %llu "
-			   "not usable: %s",
-			   m->dir ? "directory" : "leaf",
-			   (unsigned long long)m->group,
-			   (unsigned long long)m->pos, strerror(-ret));
-		ret = ret == -ENOMEM ? -ENOMEM : -EIO;
-	} else {
-		v->st.map_pages_read++;
-	}
 	w = m->waiters;
 	free(m->blk);
 	free(m);
@@ -255,20 +265,9 @@ int vol_map_fault_sync(struct za_volume *v, uint64_t lba, uint64_t n,
 		if (!blk && posix_memalign((void **)&blk, 4096, 4096))
 			return -ENOMEM;
 		ret = za_engine_read_sync(v->eng, group, pos, 1, blk, NULL);
-		if (!ret)
-			ret = page_fill(v, pg, dir, blk);
-		if (ret) {
-			v->st.map_page_errors++;
-			za_log_err("volume: map %s page at group %llu position "
-				   "%llu not usable: %s",
-				   dir ? "directory" : "leaf",
-				   (unsigned long long)group,
-				   (unsigned long long)pos, strerror(-ret));
-			if (ret != -ENOMEM)
-				ret = -EIO;
+		ret = page_done(v, pg, dir, group, pos, blk, ret);
+		if (ret)
 			break;
-		}
-		v->st.map_pages_read++;
 	}
 	free(blk);
 	return ret;
